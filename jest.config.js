@@ -1,0 +1,16 @@
+/** @type {import('jest').Config} */
+module.exports = {
+  testEnvironment: 'node',
+  roots: ['<rootDir>/test'],
+  testMatch: ['**/*.test.ts'],
+  transform: { '^.+\\.(t|j)sx?$': ['@swc/jest'] },
+  moduleNameMapper: {
+    '^stepwise$': '<rootDir>/src/index.ts',
+    '^stepwise/client$': '<rootDir>/src/client/index.ts',
+    '^json-schema-faker$': '<rootDir>/node_modules/json-schema-faker/dist/index.js',
+  },
+  transformIgnorePatterns: ['/node_modules/(?!(json-schema-faker|@seriousme/openapi-schema-validator)/)'],
+  globalSetup: '<rootDir>/test/helpers/global-setup.mjs',
+  globalTeardown: '<rootDir>/test/helpers/global-teardown.mjs',
+  testTimeout: 30000,
+};

@@ -1,0 +1,134 @@
+import { readFileSync } from 'node:fs';
+import { Type, type Static } from '@sinclair/typebox';
+import { Ajv2020 } from 'ajv/dist/2020';
+
+/**
+ * Everything configurable, with defaults. The file (`stepwise.config.json`, or `--config`) is checked
+ * against this schema; environment variables override it; flags override both.
+ */
+export const ConfigSchema = Type.Object(
+  {
+    databaseUrl: Type.Optional(Type.String({ minLength: 1, description: 'PostgreSQL URL; embedded PostgreSQL when absent (dev only)' })),
+    host: Type.String({ default: '127.0.0.1' }),
+    port: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
+    basePath: Type.String({ default: '', pattern: '^(/[A-Za-z0-9._~-]+)*$' }),
+    logLevel: Type.Union(
+      ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
+      { default: 'info' },
+    ),
+    auth: Type.Object({ tokens: Type.Array(Type.String({ minLength: 1 }), { default: [] }) }, { default: {}, additionalProperties: false }),
+    http: Type.Object(
+      {
+        bodyLimitBytes: Type.Integer({ minimum: 1, default: 1048576 }),
+        jsonMaxDepth: Type.Integer({ minimum: 1, maximum: 10000, default: 64 }),
+        headersTimeoutMs: Type.Integer({ minimum: 1000, default: 20000 }),
+        requestTimeoutMs: Type.Integer({ minimum: 1000, default: 30000 }),
+        keepAliveTimeoutMs: Type.Integer({ minimum: 0, default: 5000 }),
+        waitPollIntervalMs: Type.Integer({ minimum: 100, default: 5000 }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
+    db: Type.Object(
+      {
+        poolMax: Type.Integer({ minimum: 1, default: 10 }),
+        acquireTimeoutMs: Type.Integer({ minimum: 100, default: 5000 }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
+    worker: Type.Object(
+      {
+        concurrency: Type.Integer({ minimum: 1, default: 32 }),
+        leaseMs: Type.Integer({ minimum: 500, default: 30000 }),
+        pollIntervalMs: Type.Integer({ minimum: 50, default: 1000 }),
+        shutdownGraceMs: Type.Integer({ minimum: 0, default: 10000 }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export type Config = Static<typeof ConfigSchema>;
+
+/** Environment variable -> config path. Only these are read. */
+const ENV_MAP: ReadonlyArray<readonly [string, string, 'string' | 'int' | 'list']> = [
+  ['DATABASE_URL', 'databaseUrl', 'string'],
+  ['HOST', 'host', 'string'],
+  ['PORT', 'port', 'int'],
+  ['STEPWISE_BASE_PATH', 'basePath', 'string'],
+  ['LOG_LEVEL', 'logLevel', 'string'],
+  ['STEPWISE_API_TOKENS', 'auth.tokens', 'list'],
+  ['STEPWISE_BODY_LIMIT_BYTES', 'http.bodyLimitBytes', 'int'],
+  ['STEPWISE_JSON_MAX_DEPTH', 'http.jsonMaxDepth', 'int'],
+  ['STEPWISE_DB_POOL_MAX', 'db.poolMax', 'int'],
+  ['STEPWISE_CONCURRENCY', 'worker.concurrency', 'int'],
+  ['STEPWISE_LEASE_MS', 'worker.leaseMs', 'int'],
+  ['STEPWISE_POLL_INTERVAL_MS', 'worker.pollIntervalMs', 'int'],
+  ['STEPWISE_SHUTDOWN_GRACE_MS', 'worker.shutdownGraceMs', 'int'],
+];
+
+export class ConfigError extends Error {}
+
+function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
+  const parts = path.split('.');
+  let obj = target;
+  for (const part of parts.slice(0, -1)) {
+    if (typeof obj[part] !== 'object' || obj[part] === null) obj[part] = {};
+    obj = obj[part] as Record<string, unknown>;
+  }
+  obj[parts[parts.length - 1]] = value;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+export interface LoadConfigOptions {
+  /** Path of a JSON config file; when absent, `stepwise.config.json` in the cwd is read if present. */
+  file?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Values from command-line flags, highest precedence. */
+  overrides?: Record<string, unknown>;
+}
+
+/** Parses file, environment and flags once into a typed, frozen object; a bad value throws ConfigError. */
+export function loadConfig(options: LoadConfigOptions = {}): Readonly<Config> {
+  const env = options.env ?? process.env;
+  let raw: Record<string, unknown> = {};
+  const file = options.file ?? env.STEPWISE_CONFIG;
+  const candidate = file ?? 'stepwise.config.json';
+  try {
+    raw = JSON.parse(readFileSync(candidate, 'utf8')) as Record<string, unknown>;
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError(`config file ${candidate} must hold a JSON object`);
+  } catch (err) {
+    if (err instanceof ConfigError) throw err;
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' && file === undefined) raw = {};
+    else if (code === 'ENOENT') throw new ConfigError(`config file ${candidate} does not exist`);
+    else throw new ConfigError(`config file ${candidate} is not valid JSON: ${(err as Error).message}`);
+  }
+  for (const [name, path, kind] of ENV_MAP) {
+    const value = env[name];
+    if (value === undefined || value === '') continue;
+    if (kind === 'int') {
+      if (!/^-?\d+$/.test(value.trim())) throw new ConfigError(`${name} must be an integer, got ${JSON.stringify(value)}`);
+      setPath(raw, path, Number.parseInt(value, 10));
+    } else if (kind === 'list') {
+      setPath(raw, path, value.split(',').map((s) => s.trim()).filter(Boolean));
+    } else setPath(raw, path, value);
+  }
+  for (const [path, value] of Object.entries(options.overrides ?? {})) if (value !== undefined) setPath(raw, path, value);
+  const ajv = new Ajv2020({ useDefaults: true, allErrors: true, strict: false });
+  const validate = ajv.compile(ConfigSchema);
+  if (!validate(raw)) {
+    const problems = (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}${e.params && 'additionalProperty' in e.params ? ` (${String(e.params.additionalProperty)})` : ''}`);
+    throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  }
+  const config = raw as Config;
+  config.basePath = config.basePath.replace(/\/+$/, '');
+  return deepFreeze(config);
+}

@@ -1,0 +1,42 @@
+/** The lifecycle of an execution, matching openapi.yaml's ExecutionStatus enum. */
+export const EXECUTION_STATUSES = Object.freeze([
+  'pending',
+  'running',
+  'waiting',
+  'completed',
+  'failed',
+  'cancelled',
+] as const);
+
+export type ExecutionStatus = (typeof EXECUTION_STATUSES)[number];
+
+export const TERMINAL_STATUSES: readonly ExecutionStatus[] = Object.freeze(['completed', 'failed', 'cancelled']);
+export const ACTIVE_STATUSES: readonly ExecutionStatus[] = Object.freeze(['pending', 'running', 'waiting']);
+
+/** Legal moves of the state machine; the store's conditional updates follow this table. */
+const TRANSITIONS: Readonly<Record<ExecutionStatus, readonly ExecutionStatus[]>> = Object.freeze({
+  pending: ['running', 'cancelled'],
+  // running -> pending is a retry or a release on shutdown; running -> running is a lease takeover.
+  running: ['running', 'pending', 'waiting', 'completed', 'failed', 'cancelled'],
+  waiting: ['running', 'cancelled'],
+  completed: [],
+  failed: [],
+  cancelled: [],
+});
+
+export function isTerminal(status: ExecutionStatus): boolean {
+  return TERMINAL_STATUSES.includes(status);
+}
+
+export function isExecutionStatus(value: unknown): value is ExecutionStatus {
+  return typeof value === 'string' && (EXECUTION_STATUSES as readonly string[]).includes(value);
+}
+
+export function canTransition(from: ExecutionStatus, to: ExecutionStatus): boolean {
+  return TRANSITIONS[from].includes(to);
+}
+
+/** Cancel is legal from every non-terminal status. */
+export function isCancellable(status: ExecutionStatus): boolean {
+  return canTransition(status, 'cancelled');
+}

@@ -1,0 +1,170 @@
+/**
+ * The error vocabulary shared by HTTP responses and logs. Codes are the snake_case strings of
+ * openapi.yaml's ErrorCode enum; one middleware (api/error-middleware.ts) turns them into the envelope.
+ */
+export type ErrorCode =
+  | 'invalid_json'
+  | 'invalid_data'
+  | 'unauthorized'
+  | 'execution_not_found'
+  | 'route_not_found'
+  | 'method_not_allowed'
+  | 'execution_already_exists'
+  | 'execution_not_cancellable'
+  | 'not_waiting_for_event'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'task_not_registered'
+  | 'service_unavailable'
+  | 'internal_error';
+
+/** One failed check of a request, pointing at the offending location. */
+export interface ErrorDetail {
+  path: string;
+  message: string;
+}
+
+/** Base class of every error the API may expose; anything else is reported as internal_error. */
+export class AppError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    readonly status: number,
+    message: string,
+    readonly details?: ErrorDetail[],
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+export class InvalidJsonError extends AppError {
+  constructor(message = 'request body is not valid JSON') {
+    super('invalid_json', 400, message);
+  }
+}
+
+export class InvalidDataError extends AppError {
+  constructor(message: string, details?: ErrorDetail[]) {
+    super('invalid_data', 422, message, details);
+  }
+}
+
+export class UnauthorizedError extends AppError {
+  constructor() {
+    super('unauthorized', 401, 'a valid bearer token is required', undefined, {
+      'WWW-Authenticate': 'Bearer realm="stepwise"',
+    });
+  }
+}
+
+export class ExecutionNotFoundError extends AppError {
+  constructor(id: string) {
+    super('execution_not_found', 404, `execution ${JSON.stringify(id.slice(0, 100))} was not found`);
+  }
+}
+
+export class RouteNotFoundError extends AppError {
+  constructor(method: string, path: string) {
+    super('route_not_found', 404, `no route for ${method} ${path.slice(0, 200)}`);
+  }
+}
+
+export class MethodNotAllowedError extends AppError {
+  constructor(method: string, allowed: string[]) {
+    super('method_not_allowed', 405, `method ${method} is not allowed here`, undefined, {
+      Allow: allowed.join(', '),
+    });
+  }
+}
+
+export class ExecutionAlreadyExistsError extends AppError {
+  constructor(key: string, task: string) {
+    super(
+      'execution_already_exists',
+      409,
+      `idempotency key is already used by an execution of task ${JSON.stringify(task)}`,
+    );
+    void key;
+  }
+}
+
+export class ExecutionNotCancellableError extends AppError {
+  constructor(id: string, status: string) {
+    super('execution_not_cancellable', 409, `execution ${id} is ${status} and cannot be cancelled`);
+  }
+}
+
+export class NotWaitingForEventError extends AppError {
+  constructor(id: string, eventName: string) {
+    super(
+      'not_waiting_for_event',
+      409,
+      `execution ${id} is not waiting for event ${JSON.stringify(eventName.slice(0, 100))}`,
+    );
+  }
+}
+
+export class PayloadTooLargeError extends AppError {
+  constructor(limit: number) {
+    super('payload_too_large', 413, `request body exceeds the limit of ${limit} bytes`);
+  }
+}
+
+export class UnsupportedMediaTypeError extends AppError {
+  constructor(type: string | undefined) {
+    super(
+      'unsupported_media_type',
+      415,
+      `content type ${JSON.stringify((type ?? '').slice(0, 100))} is not supported; send application/json`,
+    );
+  }
+}
+
+export class TaskNotRegisteredError extends AppError {
+  constructor(task: string) {
+    super('task_not_registered', 422, `task ${JSON.stringify(task.slice(0, 255))} is not registered`);
+  }
+}
+
+export class ServiceUnavailableError extends AppError {
+  constructor(retryAfterSeconds = 2) {
+    super('service_unavailable', 503, 'the database is unavailable; retry later', undefined, {
+      'Retry-After': String(retryAfterSeconds),
+    });
+  }
+}
+
+/** Postgres and network error codes that mean "the database is not reachable right now". */
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  '57P01', // admin_shutdown
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now
+  '08000',
+  '08001',
+  '08003',
+  '08004',
+  '08006',
+  '53300', // too_many_connections
+]);
+
+/** True when an error says the database cannot be reached (as opposed to a bug or bad SQL). */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  if (!err || typeof err !== 'object') return false;
+  const e = err as { code?: unknown; message?: unknown; name?: unknown };
+  if (typeof e.code === 'string' && UNAVAILABLE_CODES.has(e.code)) return true;
+  if (e.name === 'KnexTimeoutError') return true;
+  const msg = typeof e.message === 'string' ? e.message : '';
+  return (
+    msg.includes('Connection terminated') ||
+    msg.includes('Client has encountered a connection error') ||
+    msg.includes('timeout exceeded when trying to connect') ||
+    msg.includes('the database system is')
+  );
+}

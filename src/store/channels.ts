@@ -1,0 +1,8 @@
+/** LISTEN/NOTIFY channels. Notifications are latency hints only: every listener also polls. */
+
+/** Work became due (payload: the task name). Workers listen. */
+export const CHANNEL_WORK = 'stepwise_work';
+/** An execution changed status (payload: comma-separated ids). API servers' long-polls listen. */
+export const CHANNEL_CHANGED = 'stepwise_changed';
+/** An execution was cancelled (payload: its id). Workers listen, to abort a running handler. */
+export const CHANNEL_CANCEL = 'stepwise_cancel';

@@ -1,0 +1,57 @@
+import knex, { type Knex } from 'knex';
+import pg from 'pg';
+
+export type Db = Knex;
+
+// Return bigint counts (count(*)) as numbers: totals never approach 2^53.
+pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number.parseInt(v, 10));
+
+export interface DbOptions {
+  url: string;
+  poolMin?: number;
+  poolMax?: number;
+  /** How long a query may wait for a free connection before failing (ms). */
+  acquireTimeoutMs?: number;
+  applicationName?: string;
+}
+
+/**
+ * One knex pool per process. Connections time out quickly so an unreachable database turns into a
+ * prompt 503 rather than a hung request; the pool reconnects on its own when the server returns.
+ */
+export function createDb(options: DbOptions): Db {
+  return knex({
+    client: 'pg',
+    connection: {
+      connectionString: options.url,
+      application_name: options.applicationName ?? 'stepwise',
+      connectionTimeoutMillis: 5000,
+      keepAlive: true,
+    },
+    pool: {
+      min: options.poolMin ?? 0,
+      max: options.poolMax ?? 10,
+      idleTimeoutMillis: 30000,
+      createTimeoutMillis: 5000,
+      acquireTimeoutMillis: options.acquireTimeoutMs ?? 5000,
+      propagateCreateError: true,
+    },
+    acquireConnectionTimeout: options.acquireTimeoutMs ?? 5000,
+  });
+}
+
+/** Rows of a raw query, typed by the caller. */
+export async function queryRows<T>(db: Knex | Knex.Transaction, sql: string, bindings: readonly unknown[] = []): Promise<T[]> {
+  const result = (await db.raw(sql, bindings as Knex.RawBinding[])) as { rows: T[] };
+  return result.rows;
+}
+
+/** True when the database answers a trivial query. */
+export async function pingDb(db: Knex): Promise<boolean> {
+  try {
+    await db.raw('SELECT 1');
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,193 @@
+import type { Knex } from 'knex';
+import { newExecutionId } from '../domain/ids';
+import type { ExecutionStatus } from '../domain/status';
+import { queryRows, type Db } from './db';
+import { CHANNEL_CHANGED, CHANNEL_CANCEL, CHANNEL_WORK } from './channels';
+import { rowToExecution, toJsonb, type ExecutionRecord, type ExecutionRow } from './rows';
+
+/** What a client asks to run. */
+export interface NewExecution {
+  task: string;
+  data: unknown;
+  idempotencyKey?: string;
+}
+
+export interface ScheduleResult {
+  execution: ExecutionRecord;
+  /** False when an execution with the same idempotency key already existed. */
+  created: boolean;
+}
+
+/**
+ * Inserts executions, several at once when the scheduler batches concurrent requests. An idempotency
+ * key that is already taken (also by a concurrent insert, or twice within the batch) yields the
+ * existing row, never a second one: ON CONFLICT DO NOTHING leans on the unique index, and the rows it
+ * skipped are read back afterwards. Workers are woken with one NOTIFY per distinct task (Postgres
+ * folds identical notifications within a transaction).
+ */
+export async function insertExecutions(db: Db, items: readonly NewExecution[]): Promise<ScheduleResult[]> {
+  const ids = items.map(() => newExecutionId());
+  const inserted = await queryRows<ExecutionRow>(
+    db,
+    `WITH input AS (
+       SELECT * FROM unnest(?::uuid[], ?::text[], ?::jsonb[], ?::text[]) WITH ORDINALITY
+         AS t(id, task, data, idempotency_key, ord)
+     ),
+     ins AS (
+       INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, due_at)
+       SELECT id, task, 'pending', data, idempotency_key, now() FROM input ORDER BY ord
+       ON CONFLICT (idempotency_key) DO NOTHING
+       RETURNING *
+     )
+     SELECT ins.*, pg_notify('${CHANNEL_WORK}', ins.task) IS NULL AS _n FROM ins`,
+    [ids, items.map((i) => i.task), items.map((i) => toJsonb(i.data ?? null)), items.map((i) => i.idempotencyKey ?? null)],
+  );
+  const byId = new Map(inserted.map((r) => [r.id, r]));
+  const missingKeys = items
+    .filter((item, i) => !byId.has(ids[i]) && item.idempotencyKey !== undefined)
+    .map((i) => i.idempotencyKey as string);
+  const existing = new Map<string, ExecutionRow>();
+  if (missingKeys.length > 0) {
+    const rows = await queryRows<ExecutionRow>(db, 'SELECT * FROM stepwise.executions WHERE idempotency_key = ANY(?::text[])', [
+      missingKeys,
+    ]);
+    for (const r of rows) existing.set(r.idempotency_key as string, r);
+  }
+  return items.map((item, i) => {
+    const row = byId.get(ids[i]);
+    if (row) return { execution: rowToExecution(row), created: true };
+    const prior = item.idempotencyKey === undefined ? undefined : existing.get(item.idempotencyKey);
+    if (!prior) throw new Error('idempotent insert found neither a new nor an existing row');
+    return { execution: rowToExecution(prior), created: false };
+  });
+}
+
+export async function getExecution(db: Db, id: string): Promise<ExecutionRecord | undefined> {
+  const rows = await queryRows<ExecutionRow>(db, 'SELECT * FROM stepwise.executions WHERE id = ?', [id]);
+  return rows[0] ? rowToExecution(rows[0]) : undefined;
+}
+
+/** Reads several executions at once (the long-poll fan-out checks all its waiters in one query). */
+export async function getExecutions(db: Db, ids: readonly string[]): Promise<ExecutionRecord[]> {
+  if (ids.length === 0) return [];
+  const rows = await queryRows<ExecutionRow>(db, 'SELECT * FROM stepwise.executions WHERE id = ANY(?::uuid[])', [ids]);
+  return rows.map(rowToExecution);
+}
+
+export interface ListFilter {
+  status?: ExecutionStatus;
+  task?: string;
+  limit: number;
+  offset: number;
+  order: 'asc' | 'desc';
+}
+
+export interface ListPage {
+  items: ExecutionRecord[];
+  total: number;
+}
+
+/**
+ * A page ordered by (created_at, id), so equal timestamps never make pages skip or repeat rows; each
+ * filter has an index in that order. The total comes from the same snapshot as the page.
+ */
+export async function listExecutions(db: Db, filter: ListFilter): Promise<ListPage> {
+  const where: string[] = [];
+  const bindings: unknown[] = [];
+  if (filter.status) {
+    where.push('status = ?');
+    bindings.push(filter.status);
+  }
+  if (filter.task !== undefined) {
+    where.push('task = ?');
+    bindings.push(filter.task);
+  }
+  const whereSql = where.length ? `WHERE ${where.join(' AND ')}` : '';
+  const dir = filter.order === 'asc' ? 'ASC' : 'DESC';
+  return db.transaction(
+    async (trx) => {
+      const items = await queryRows<ExecutionRow>(
+        trx,
+        `SELECT * FROM stepwise.executions ${whereSql} ORDER BY created_at ${dir}, id ${dir} LIMIT ? OFFSET ?`,
+        [...bindings, filter.limit, filter.offset],
+      );
+      const [{ total }] = await queryRows<{ total: number }>(trx, `SELECT count(*) AS total FROM stepwise.executions ${whereSql}`, bindings);
+      return { items: items.map(rowToExecution), total };
+    },
+    { isolationLevel: 'repeatable read', readOnly: true } as Knex.TransactionConfig,
+  );
+}
+
+export type CancelOutcome =
+  | { kind: 'cancelled'; execution: ExecutionRecord }
+  | { kind: 'already_cancelled'; execution: ExecutionRecord }
+  | { kind: 'not_cancellable'; execution: ExecutionRecord }
+  | { kind: 'not_found' };
+
+/**
+ * Cancels in one conditional UPDATE, so it cannot clobber a completion that commits first: whichever
+ * statement takes the row lock first wins, and the other sees a terminal status. The worker running it
+ * hears CHANNEL_CANCEL and aborts ctx.signal; its later writes are fenced out by the status check.
+ */
+export async function cancelExecution(db: Db, id: string): Promise<CancelOutcome> {
+  const rows = await queryRows<ExecutionRow>(
+    db,
+    `WITH c AS (
+       UPDATE stepwise.executions
+          SET status = 'cancelled', completed_at = now(), due_at = NULL, lease_token = NULL,
+              current_step = NULL, wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL,
+              error = '{"type":"cancelled","message":"execution was cancelled","retryable":false}'::jsonb
+        WHERE id = ? AND status IN ('pending','running','waiting')
+        RETURNING *
+     )
+     SELECT c.*, pg_notify('${CHANNEL_CANCEL}', c.id::text) IS NULL AS _a,
+            pg_notify('${CHANNEL_CHANGED}', c.id::text) IS NULL AS _b FROM c`,
+    [id],
+  );
+  if (rows[0]) return { kind: 'cancelled', execution: rowToExecution(rows[0]) };
+  const current = await getExecution(db, id);
+  if (!current) return { kind: 'not_found' };
+  if (current.status === 'cancelled') return { kind: 'already_cancelled', execution: current };
+  return { kind: 'not_cancellable', execution: current };
+}
+
+export type DeliverOutcome =
+  | { kind: 'delivered'; execution: ExecutionRecord }
+  | { kind: 'not_waiting'; execution: ExecutionRecord }
+  | { kind: 'not_found' };
+
+/**
+ * Delivers an event in one transaction that holds the execution's row lock: of two concurrent
+ * deliveries the second waits for the lock, then finds the wait already satisfied. `validate` runs
+ * inside the lock with the task's name, so a payload that fails the schema changes nothing.
+ */
+export async function deliverEvent(
+  db: Db,
+  id: string,
+  eventName: string,
+  payload: unknown,
+  validate: (task: string) => Promise<void> | void,
+): Promise<DeliverOutcome> {
+  return db.transaction(async (trx) => {
+    const [row] = await queryRows<ExecutionRow>(trx, 'SELECT * FROM stepwise.executions WHERE id = ? FOR UPDATE', [id]);
+    if (!row) return { kind: 'not_found' } as const;
+    const execution = rowToExecution(row);
+    if (row.status !== 'waiting' || row.wait_event_name !== eventName) return { kind: 'not_waiting', execution } as const;
+    await validate(row.task);
+    await trx.raw(
+      `UPDATE stepwise.steps SET completed = true, result = jsonb_build_object('payload', ?::jsonb), completed_at = now()
+        WHERE execution_id = ? AND kind = 'event' AND NOT completed`,
+      [toJsonb(payload ?? null), id],
+    );
+    const [updated] = await queryRows<ExecutionRow>(
+      trx,
+      `UPDATE stepwise.executions
+          SET wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL, due_at = now(),
+              steps_completed = steps_completed + 1
+        WHERE id = ?
+        RETURNING *, pg_notify('${CHANNEL_WORK}', task) IS NULL AS _n`,
+      [id],
+    );
+    return { kind: 'delivered', execution: rowToExecution(updated) } as const;
+  });
+}

@@ -1,0 +1,158 @@
+import { queryRows, type Db } from './db';
+import { CHANNEL_CHANGED, CHANNEL_WORK } from './channels';
+import { rowToExecution, toJsonb, type ExecutionError, type ExecutionRecord, type ExecutionRow } from './rows';
+
+/** A claimed execution together with what the claim saw. */
+export interface ClaimedExecution {
+  execution: ExecutionRecord;
+  /** Status before the claim: 'running' means a lease takeover, 'waiting' a resume. */
+  previousStatus: 'pending' | 'running' | 'waiting';
+  /** The database's clock at the claim, for comparing durable deadlines without clock skew. */
+  claimedAt: Date;
+}
+
+/** The fencing token of one claim: every write a worker makes carries it. */
+export interface Lease {
+  id: string;
+  token: string;
+}
+
+/**
+ * Claims up to `limit` due executions of the given tasks in one statement.
+ *
+ * Invariant: an execution is held by at most one live lease. SKIP LOCKED lets concurrent claimers take
+ * disjoint rows without waiting on each other; every claim draws a fresh lease_token, so a worker whose
+ * lease expired (and was taken over here) can no longer write: all writes match on the token. Due times
+ * compare against the database's now(), never a worker's clock.
+ */
+export async function claimExecutions(db: Db, tasks: readonly string[], limit: number, leaseMs: number): Promise<ClaimedExecution[]> {
+  if (limit <= 0 || tasks.length === 0) return [];
+  const rows = await queryRows<ExecutionRow & { previous_status: ClaimedExecution['previousStatus']; claimed_at: Date }>(
+    db,
+    `WITH due AS (
+       SELECT id, status AS previous_status FROM stepwise.executions
+        WHERE status IN ('pending','running','waiting') AND due_at <= now() AND task = ANY(?::text[])
+        ORDER BY due_at
+        LIMIT ?
+        FOR UPDATE SKIP LOCKED
+     )
+     UPDATE stepwise.executions e
+        SET status = 'running',
+            attempt = e.attempt + CASE WHEN due.previous_status = 'waiting' THEN 0 ELSE 1 END,
+            lease_token = gen_random_uuid(),
+            due_at = now() + make_interval(secs => ?),
+            started_at = coalesce(e.started_at, now()),
+            wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL
+       FROM due
+      WHERE e.id = due.id
+      RETURNING e.*, due.previous_status, now() AS claimed_at`,
+    [tasks, limit, leaseMs / 1000],
+  );
+  return rows.map((r) => ({ execution: rowToExecution(r), previousStatus: r.previous_status, claimedAt: r.claimed_at }));
+}
+
+/** Extends the leases this worker still holds; returns the ids it still holds. */
+export async function renewLeases(db: Db, leases: readonly Lease[], leaseMs: number): Promise<Set<string>> {
+  if (leases.length === 0) return new Set();
+  const rows = await queryRows<{ id: string }>(
+    db,
+    `UPDATE stepwise.executions e SET due_at = now() + make_interval(secs => ?)
+       FROM unnest(?::uuid[], ?::uuid[]) AS l(id, token)
+      WHERE e.id = l.id AND e.lease_token = l.token AND e.status = 'running'
+      RETURNING e.id`,
+    [leaseMs / 1000, leases.map((l) => l.id), leases.map((l) => l.token)],
+  );
+  return new Set(rows.map((r) => r.id));
+}
+
+/** One finished execution to record. */
+export interface Completion extends Lease {
+  output: unknown;
+}
+
+/**
+ * Records several completions in one statement and one commit (group commit), with one NOTIFY for the
+ * long-polls. Fenced: a completion lands only while its lease is held and the execution still runs,
+ * so a result that arrives after a cancel or a takeover is discarded. Returns the ids that landed.
+ */
+export async function completeExecutions(db: Db, items: readonly Completion[]): Promise<Set<string>> {
+  if (items.length === 0) return new Set();
+  const rows = await queryRows<{ id: string }>(
+    db,
+    `WITH done AS (
+       UPDATE stepwise.executions e
+          SET status = 'completed', output = c.output, completed_at = now(), due_at = NULL,
+              lease_token = NULL, current_step = NULL, error = NULL
+         FROM unnest(?::uuid[], ?::uuid[], ?::jsonb[]) AS c(id, token, output)
+        WHERE e.id = c.id AND e.lease_token = c.token AND e.status = 'running'
+        RETURNING e.id
+     )
+     SELECT id, (SELECT pg_notify('${CHANNEL_CHANGED}', string_agg(id::text, ',')) FROM done) IS NULL AS _n FROM done`,
+    [items.map((i) => i.id), items.map((i) => i.token), items.map((i) => toJsonb(i.output ?? null))],
+  );
+  return new Set(rows.map((r) => r.id));
+}
+
+/** Marks an attempt failed: retried at `retryAt` when given, else the execution is failed for good. */
+export async function failExecution(db: Db, lease: Lease, error: ExecutionError, retryAt: Date | null): Promise<boolean> {
+  const rows =
+    retryAt === null
+      ? await queryRows<{ id: string }>(
+          db,
+          `UPDATE stepwise.executions
+              SET status = 'failed', error = ?::jsonb, completed_at = now(), due_at = NULL, lease_token = NULL, current_step = NULL
+            WHERE id = ? AND lease_token = ? AND status = 'running'
+            RETURNING id, pg_notify('${CHANNEL_CHANGED}', id::text) IS NULL AS _n`,
+          [toJsonb(error), lease.id, lease.token],
+        )
+      : await queryRows<{ id: string }>(
+          db,
+          `UPDATE stepwise.executions
+              SET status = 'pending', error = ?::jsonb, due_at = ?, lease_token = NULL, current_step = NULL
+            WHERE id = ? AND lease_token = ? AND status = 'running'
+            RETURNING id`,
+          [toJsonb(error), retryAt, lease.id, lease.token],
+        );
+  return rows.length > 0;
+}
+
+/**
+ * Hands executions back (worker shutdown): they turn pending and due now, so any worker picks them up
+ * at once; a NOTIFY wakes one.
+ */
+export async function releaseExecutions(db: Db, leases: readonly Lease[]): Promise<Set<string>> {
+  if (leases.length === 0) return new Set();
+  const rows = await queryRows<{ id: string }>(
+    db,
+    `UPDATE stepwise.executions e
+        SET status = 'pending', due_at = now(), lease_token = NULL, current_step = NULL
+       FROM unnest(?::uuid[], ?::uuid[]) AS l(id, token)
+      WHERE e.id = l.id AND e.lease_token = l.token AND e.status = 'running'
+      RETURNING e.id, pg_notify('${CHANNEL_WORK}', e.task) IS NULL AS _n`,
+    [leases.map((l) => l.id), leases.map((l) => l.token)],
+  );
+  return new Set(rows.map((r) => r.id));
+}
+
+/** Names the step in progress, so status readers see what a long step is doing. */
+export async function setCurrentStep(db: Db, lease: Lease, name: string): Promise<boolean> {
+  const rows = await queryRows<{ id: string }>(
+    db,
+    `UPDATE stepwise.executions SET current_step = ? WHERE id = ? AND lease_token = ? AND status = 'running' RETURNING id`,
+    [name, lease.id, lease.token],
+  );
+  return rows.length > 0;
+}
+
+/** Ids of the given executions that are no longer running under these leases (cancelled, taken over). */
+export async function findLostLeases(db: Db, leases: readonly Lease[]): Promise<string[]> {
+  if (leases.length === 0) return [];
+  const rows = await queryRows<{ id: string }>(
+    db,
+    `SELECT l.id FROM unnest(?::uuid[], ?::uuid[]) AS l(id, token)
+       LEFT JOIN stepwise.executions e ON e.id = l.id AND e.lease_token = l.token AND e.status = 'running'
+      WHERE e.id IS NULL`,
+    [leases.map((l) => l.id), leases.map((l) => l.token)],
+  );
+  return rows.map((r) => r.id);
+}

@@ -1,0 +1,34 @@
+import type { Knex } from 'knex';
+import * as m001 from './migrations/001-initial';
+
+interface Migration {
+  up(knex: Knex): Promise<void>;
+  down(knex: Knex): Promise<void>;
+}
+
+/** Numbered migrations, listed in code so they work the same from source, from dist and in tests. */
+const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [['001-initial', m001]];
+
+const source: Knex.MigrationSource<readonly [string, Migration]> = {
+  getMigrations: async () => [...MIGRATIONS],
+  getMigrationName: (m) => m[0],
+  getMigration: async (m) => m[1],
+};
+
+const config: Knex.MigratorConfig = {
+  migrationSource: source,
+  tableName: 'stepwise_migrations',
+  schemaName: 'public',
+};
+
+/** Applies every pending migration; safe to run from several processes at once (knex takes a lock). */
+export async function migrateLatest(db: Knex): Promise<string[]> {
+  const [, applied] = (await db.migrate.latest(config)) as [number, string[]];
+  return applied;
+}
+
+/** True when every migration this build knows has been applied. */
+export async function isMigrated(db: Knex): Promise<boolean> {
+  const [, pending] = (await db.migrate.list(config)) as [unknown[], unknown[]];
+  return pending.length === 0;
+}

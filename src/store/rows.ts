@@ -1,0 +1,120 @@
+import type { ExecutionStatus } from '../domain/status';
+
+/** The error recorded on a failed (or retrying, or cancelled) execution. Never carries a stack. */
+export interface ExecutionError {
+  type: string;
+  message: string;
+  retryable: boolean;
+}
+
+/** An execution as the rest of the code sees it; `rowToExecution` is the one mapping from SQL. */
+export interface ExecutionRecord {
+  id: string;
+  task: string;
+  status: ExecutionStatus;
+  data: unknown;
+  idempotencyKey: string | null;
+  attempt: number;
+  stepsCompleted: number;
+  currentStep: string | null;
+  waitEventName: string | null;
+  waitSince: Date | null;
+  waitTimeoutAt: Date | null;
+  dueAt: Date | null;
+  leaseToken: string | null;
+  createdAt: Date;
+  startedAt: Date | null;
+  completedAt: Date | null;
+  output: unknown;
+  error: ExecutionError | null;
+}
+
+export interface ExecutionRow {
+  id: string;
+  task: string;
+  status: ExecutionStatus;
+  data: unknown;
+  idempotency_key: string | null;
+  attempt: number;
+  steps_completed: number;
+  current_step: string | null;
+  wait_event_name: string | null;
+  wait_since: Date | null;
+  wait_timeout_at: Date | null;
+  due_at: Date | null;
+  lease_token: string | null;
+  created_at: Date;
+  started_at: Date | null;
+  completed_at: Date | null;
+  output: unknown;
+  error: ExecutionError | null;
+}
+
+export function rowToExecution(row: ExecutionRow): ExecutionRecord {
+  return {
+    id: row.id,
+    task: row.task,
+    status: row.status,
+    data: row.data,
+    idempotencyKey: row.idempotency_key,
+    attempt: row.attempt,
+    stepsCompleted: row.steps_completed,
+    currentStep: row.current_step,
+    waitEventName: row.wait_event_name,
+    waitSince: row.wait_since,
+    waitTimeoutAt: row.wait_timeout_at,
+    dueAt: row.due_at,
+    leaseToken: row.lease_token,
+    createdAt: row.created_at,
+    startedAt: row.started_at,
+    completedAt: row.completed_at,
+    output: row.output,
+    error: row.error,
+  };
+}
+
+/** Kinds of durable operation a handler records, in call order. */
+export type StepKind = 'step' | 'sleep' | 'event';
+
+export interface StepRecord {
+  executionId: string;
+  seq: number;
+  name: string;
+  kind: StepKind;
+  completed: boolean;
+  result: unknown;
+  wakeAt: Date | null;
+  startedAt: Date;
+  completedAt: Date | null;
+}
+
+export interface StepRow {
+  execution_id: string;
+  seq: number;
+  name: string;
+  kind: StepKind;
+  completed: boolean;
+  result: unknown;
+  wake_at: Date | null;
+  started_at: Date;
+  completed_at: Date | null;
+}
+
+export function rowToStep(row: StepRow): StepRecord {
+  return {
+    executionId: row.execution_id,
+    seq: row.seq,
+    name: row.name,
+    kind: row.kind,
+    completed: row.completed,
+    result: row.result,
+    wakeAt: row.wake_at,
+    startedAt: row.started_at,
+    completedAt: row.completed_at,
+  };
+}
+
+/** JSON for a jsonb parameter: pg would otherwise send arrays as Postgres arrays. */
+export function toJsonb(value: unknown): string | null {
+  return value === undefined ? null : JSON.stringify(value);
+}

@@ -1,0 +1,64 @@
+import { queryRows, type Db } from './db';
+import { toJsonb } from './rows';
+
+/** A task as workers register it: its name and the JSON Schemas the API validates against. */
+export interface TaskRecord {
+  name: string;
+  dataSchema: unknown;
+  eventSchemas: Record<string, unknown>;
+  retry: unknown;
+  updatedAt: Date;
+}
+
+interface TaskRow {
+  name: string;
+  data_schema: unknown;
+  event_schemas: Record<string, unknown>;
+  retry: unknown;
+  updated_at: Date;
+}
+
+function rowToTask(row: TaskRow): TaskRecord {
+  return { name: row.name, dataSchema: row.data_schema, eventSchemas: row.event_schemas ?? {}, retry: row.retry, updatedAt: row.updated_at };
+}
+
+export interface TaskRegistration {
+  name: string;
+  dataSchema: unknown;
+  eventSchemas: Record<string, unknown>;
+  retry: unknown;
+}
+
+/** Records (or refreshes) the tasks a worker serves; the last worker to start defines the schemas. */
+export async function upsertTasks(db: Db, tasks: readonly TaskRegistration[]): Promise<void> {
+  if (tasks.length === 0) return;
+  await queryRows(
+    db,
+    `INSERT INTO stepwise.tasks (name, data_schema, event_schemas, retry, updated_at)
+     SELECT * , now() FROM unnest(?::text[], ?::jsonb[], ?::jsonb[], ?::jsonb[])
+     ON CONFLICT (name) DO UPDATE
+       SET data_schema = EXCLUDED.data_schema, event_schemas = EXCLUDED.event_schemas,
+           retry = EXCLUDED.retry, updated_at = now()`,
+    [
+      tasks.map((t) => t.name),
+      tasks.map((t) => toJsonb(t.dataSchema ?? null)),
+      tasks.map((t) => toJsonb(t.eventSchemas ?? {})),
+      tasks.map((t) => toJsonb(t.retry ?? null)),
+    ],
+  );
+}
+
+export async function getTask(db: Db, name: string): Promise<TaskRecord | undefined> {
+  const rows = await queryRows<TaskRow>(db, 'SELECT * FROM stepwise.tasks WHERE name = ?', [name]);
+  return rows[0] ? rowToTask(rows[0]) : undefined;
+}
+
+export async function listTasks(db: Db): Promise<TaskRecord[]> {
+  const rows = await queryRows<TaskRow>(db, 'SELECT * FROM stepwise.tasks ORDER BY name');
+  return rows.map(rowToTask);
+}
+
+/** Executions per task and status, for the task overview and metrics. */
+export async function countExecutionsByTaskAndStatus(db: Db): Promise<Array<{ task: string; status: string; count: number }>> {
+  return queryRows(db, 'SELECT task, status, count(*)::int AS count FROM stepwise.executions GROUP BY task, status ORDER BY task, status');
+}

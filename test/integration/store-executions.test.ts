@@ -1,0 +1,63 @@
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { cancelExecution, getExecution, insertExecutions, listExecutions } from '../../src/store/executions';
+import { claimExecutions, completeExecutions } from '../../src/store/leases';
+
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(async () => {
+  await t.drop();
+});
+
+describe('store: executions', () => {
+  test('insert with the same idempotency key returns the existing row, also within one batch', async () => {
+    const [a, b] = await insertExecutions(t.db, [
+      { task: 't1', data: { n: 1 }, idempotencyKey: 'k-batch' },
+      { task: 't1', data: { n: 2 }, idempotencyKey: 'k-batch' },
+    ]);
+    expect(a.created).toBe(true);
+    expect(b.created).toBe(false);
+    expect(b.execution.id).toBe(a.execution.id);
+    const [c] = await insertExecutions(t.db, [{ task: 't1', data: null, idempotencyKey: 'k-batch' }]);
+    expect(c.created).toBe(false);
+    expect(c.execution.id).toBe(a.execution.id);
+  });
+
+  test('20 concurrent inserts with one key create exactly one row', async () => {
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () => insertExecutions(t.db, [{ task: 't1', data: {}, idempotencyKey: 'k-race' }])),
+    );
+    const ids = new Set(results.map(([r]) => r.execution.id));
+    expect(ids.size).toBe(1);
+    expect(results.filter(([r]) => r.created)).toHaveLength(1);
+  });
+
+  test('concurrent claimers never take the same execution', async () => {
+    await insertExecutions(t.db, Array.from({ length: 50 }, (_, i) => ({ task: 'claim-me', data: { i } })));
+    const claims = await Promise.all(Array.from({ length: 5 }, () => claimExecutions(t.db, ['claim-me'], 20, 30000)));
+    const ids = claims.flat().map((c) => c.execution.id);
+    expect(ids).toHaveLength(50);
+    expect(new Set(ids).size).toBe(50);
+  });
+
+  test('a completion after a cancel is discarded', async () => {
+    const [{ execution }] = await insertExecutions(t.db, [{ task: 'race', data: null }]);
+    const [claimed] = await claimExecutions(t.db, ['race'], 1, 30000);
+    expect(claimed.execution.id).toBe(execution.id);
+    expect((await cancelExecution(t.db, execution.id)).kind).toBe('cancelled');
+    const landed = await completeExecutions(t.db, [{ id: execution.id, token: claimed.execution.leaseToken as string, output: 1 }]);
+    expect(landed.size).toBe(0);
+    expect((await getExecution(t.db, execution.id))?.status).toBe('cancelled');
+  });
+
+  test('list pages in (created_at, id) order never skip or repeat', async () => {
+    const seen = new Set<string>();
+    const { total } = await listExecutions(t.db, { limit: 1, offset: 0, order: 'asc' });
+    for (let offset = 0; offset < total; offset += 7) {
+      const page = await listExecutions(t.db, { limit: 7, offset, order: 'asc' });
+      for (const e of page.items) seen.add(e.id);
+    }
+    expect(seen.size).toBe(total);
+  });
+});
