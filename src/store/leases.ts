@@ -93,10 +93,13 @@ export async function completeExecutions(db: Db, items: readonly Completion[]): 
   return new Set(rows.map((r) => r.id));
 }
 
-/** Marks an attempt failed: retried at `retryAt` when given, else the execution is failed for good. */
-export async function failExecution(db: Db, lease: Lease, error: ExecutionError, retryAt: Date | null): Promise<boolean> {
+/**
+ * Marks an attempt failed: retried after `retryDelayMs` (on the database clock) when given, else the
+ * execution is failed for good. Fenced like every worker write.
+ */
+export async function failExecution(db: Db, lease: Lease, error: ExecutionError, retryDelayMs: number | null): Promise<boolean> {
   const rows =
-    retryAt === null
+    retryDelayMs === null
       ? await queryRows<{ id: string }>(
           db,
           `UPDATE stepwise.executions
@@ -108,10 +111,10 @@ export async function failExecution(db: Db, lease: Lease, error: ExecutionError,
       : await queryRows<{ id: string }>(
           db,
           `UPDATE stepwise.executions
-              SET status = 'pending', error = ?::jsonb, due_at = ?, lease_token = NULL, current_step = NULL
+              SET status = 'pending', error = ?::jsonb, due_at = now() + make_interval(secs => ?), lease_token = NULL, current_step = NULL
             WHERE id = ? AND lease_token = ? AND status = 'running'
             RETURNING id`,
-          [toJsonb(error), retryAt, lease.id, lease.token],
+          [toJsonb(error), retryDelayMs / 1000, lease.id, lease.token],
         );
   return rows.length > 0;
 }

@@ -4,8 +4,13 @@ import { rowToStep, toJsonb, type StepKind, type StepRecord, type StepRow } from
 
 /** The durable history of an execution, in call order. */
 export async function loadSteps(db: Db, executionId: string): Promise<StepRecord[]> {
-  const rows = await queryRows<StepRow>(db, 'SELECT * FROM stepwise.steps WHERE execution_id = ? ORDER BY seq', [executionId]);
-  return rows.map(rowToStep);
+  const rows = await queryRows<StepRow & { result_missing: boolean }>(
+    db,
+    'SELECT *, result IS NULL AS result_missing FROM stepwise.steps WHERE execution_id = ? ORDER BY seq',
+    [executionId],
+  );
+  // SQL NULL is a step that returned undefined; jsonb null is one that returned null.
+  return rows.map((r) => ({ ...rowToStep(r), result: r.result_missing ? undefined : r.result }));
 }
 
 /**
@@ -23,14 +28,17 @@ export async function recordStepResult(db: Db, lease: Lease, seq: number, name: 
      INSERT INTO stepwise.steps (execution_id, seq, name, kind, completed, result, completed_at)
      SELECT id, ?, ?, 'step', true, ?::jsonb, now() FROM fence
      RETURNING seq`,
-    [lease.id, lease.token, seq, name, toJsonb(result ?? null)],
+    [lease.id, lease.token, seq, name, toJsonb(result)],
   );
   return rows.length > 0;
 }
 
 export interface Suspension {
   seq: number;
+  /** The step's name in the history (numbered when repeated). */
   name: string;
+  /** For an event wait: the event's name, as clients send it. */
+  eventName?: string;
   kind: Extract<StepKind, 'sleep' | 'event'>;
   /** Sleep until, or event timeout at, this instant; null with no `delayMs`: an event without timeout. */
   wakeAt: Date | null;
@@ -77,7 +85,7 @@ export async function suspendExecution(db: Db, lease: Lease, s: Suspension): Pro
       s.delayMs !== undefined ? s.delayMs / 1000 : s.wakeAt,
       s.name,
       isEvent,
-      s.name,
+      s.eventName ?? s.name,
       isEvent,
       isEvent,
     ],
