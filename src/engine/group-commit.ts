@@ -9,6 +9,8 @@ export class GroupCommitter<I, K> {
   constructor(
     private readonly flush: (items: I[]) => Promise<Set<K>>,
     private readonly keyOf: (item: I) => K,
+    /** Errors for which a retry of the whole batch is right (the database is away), not a split. */
+    private readonly isTransient: (err: unknown) => boolean = () => false,
     private readonly maxBatch = 500,
   ) {}
 
@@ -32,7 +34,18 @@ export class GroupCommitter<I, K> {
         const landed = await this.flush(batch.map((b) => b.item));
         for (const b of batch) b.resolve(landed.has(this.keyOf(b.item)));
       } catch (err) {
-        for (const b of batch) b.reject(err);
+        if (batch.length === 1 || this.isTransient(err)) {
+          for (const b of batch) b.reject(err);
+          continue;
+        }
+        // One bad item must not fail the others that shared its commit: write them one by one.
+        for (const b of batch) {
+          try {
+            b.resolve((await this.flush([b.item])).has(this.keyOf(b.item)));
+          } catch (itemErr) {
+            b.reject(itemErr);
+          }
+        }
       }
     }
   }

@@ -6,8 +6,10 @@ import type { Db } from '../store/db';
 import { claimExecutions, completeExecutions, failExecution, releaseExecutions, renewLeases, type ClaimedExecution, type Completion, type Lease } from '../store/leases';
 import { NotificationListener } from '../store/listener';
 import type { StepKind } from '../store/rows';
-import { loadSteps } from '../store/steps';
+import { loadSteps, recordStepResults, stepKey, type StepResult } from '../store/steps';
 import { upsertTasks } from '../store/tasks';
+import { isDatabaseUnavailable } from '../errors';
+import { toStorableJson } from '../domain/json';
 import { retryWhileUnavailable } from './db-retry';
 import { DurableContext } from './durable-context';
 import { isNonRetryable, LeaseLostError, SuspendSignal } from './errors';
@@ -59,6 +61,7 @@ export class Worker {
   private readonly active = new Map<string, Active>();
   private readonly listener: NotificationListener;
   private readonly completions: GroupCommitter<Completion, string>;
+  private readonly stepRecords: GroupCommitter<StepResult, string>;
   private readonly concurrency: number;
   private readonly leaseMs: number;
   private readonly pollIntervalMs: number;
@@ -79,7 +82,8 @@ export class Worker {
     this.listener = new NotificationListener({ url: options.databaseUrl, channels: [CHANNEL_WORK, CHANNEL_CANCEL], log: options.log });
     this.listener.on('notification', (channel: string, payload: string) => this.onNotification(channel, payload));
     this.listener.on('connected', () => this.wake());
-    this.completions = new GroupCommitter((items) => completeExecutions(options.db, items), (c) => c.id);
+    this.completions = new GroupCommitter((items) => completeExecutions(options.db, items), (c) => c.id, isDatabaseUnavailable);
+    this.stepRecords = new GroupCommitter((items) => recordStepResults(options.db, items), (s) => stepKey(s.id, s.seq), isDatabaseUnavailable);
   }
 
   /** Executions this worker is running now. */
@@ -229,10 +233,12 @@ export class Worker {
         signal: entry.controller.signal,
         log,
         writeDeadline,
+        recordStep: (step) => this.stepRecords.submit(step),
         onStep: (_name, kind, ms) => this.options.observer?.step?.(execution.task, kind, ms),
       });
       const output = await registered.def.run(ctx as never, execution.data as never);
       if (entry.controller.signal.aborted) throw entry.controller.signal.reason;
+      toStorableJson(output, 'the handler\'s return value');
       const landed = await retryWhileUnavailable(() => this.completions.submit({ ...entry.lease, output }), writeDeadline());
       if (landed) {
         log.debug({ durationMs: Date.now() - started }, 'execution completed');
