@@ -1,11 +1,37 @@
 import type Router from '@koa/router';
 import type { Middleware } from 'koa';
-import { Histogram, type Registry } from 'prom-client';
+import { Gauge, Histogram, type Registry } from 'prom-client';
 import type { ApiDeps } from './deps';
 import type { ApiState } from './state';
 import { addOperation } from './typed';
 
 const HISTOGRAM = 'stepwise_http_request_duration_seconds';
+const LONG_POLLS = 'stepwise_http_long_polls_waiting';
+
+/** Sources of the long-poll gauge per registry: several servers (tests) may share one registry. */
+const longPollSources = new WeakMap<Registry, Set<() => number>>();
+
+/** Reports how many long-polls wait right now (summed over the servers sharing the registry); returns an unregister function. */
+export function measureLongPolls(registry: Registry, count: () => number): () => void {
+  let sources = longPollSources.get(registry);
+  if (!sources) {
+    const set = new Set<() => number>();
+    sources = set;
+    longPollSources.set(registry, set);
+    new Gauge({
+      name: LONG_POLLS,
+      help: 'Long-poll requests (GET /executions/{id}/wait) waiting for an execution to end',
+      registers: [registry],
+      collect() {
+        let total = 0;
+        for (const source of set) total += source();
+        this.set(total);
+      },
+    });
+  }
+  sources.add(count);
+  return () => sources.delete(count);
+}
 
 /**
  * Times every request into a histogram labelled by method, route template (never the raw path, so

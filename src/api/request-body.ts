@@ -4,6 +4,7 @@ import { InvalidDataError, InvalidJsonError, PayloadTooLargeError, UnsupportedMe
 import type { ApiState } from './state';
 
 const JSON_TYPES = ['application/json', '+json'];
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i;
 
 /**
  * Deepest nesting of arrays and objects in JSON text, found by a scan of the text rather than a
@@ -75,6 +76,9 @@ export function readJsonBody(options: { limitBytes: number; maxDepth: number }):
       return next();
     }
     if (!ctx.request.is(JSON_TYPES)) throw new UnsupportedMediaTypeError(ctx.get('Content-Type') || undefined);
+    // JSON is UTF-8 (RFC 8259); co-body would decode any other declared charset as UTF-8 regardless.
+    const charset = CHARSET.exec(ctx.get('Content-Type'))?.[1];
+    if (charset && !/^utf-?8$/i.test(charset)) throw new UnsupportedMediaTypeError(ctx.get('Content-Type'));
     try {
       await parse(ctx, async () => undefined);
     } catch (err) {

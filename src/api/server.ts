@@ -10,6 +10,7 @@ import type { Db } from '../store/db';
 import { NotificationListener } from '../store/listener';
 import { createApiApp } from './app';
 import { ExecutionWaiters } from './execution-waiters';
+import { measureLongPolls } from './metrics';
 import { getSpec } from './spec';
 import { TaskSchemaCache } from './task-schemas';
 
@@ -98,6 +99,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   const listener = new NotificationListener({ url: deps.databaseUrl, channels: [CHANNEL_CHANGED], log });
   const waiters = new ExecutionWaiters({ db, listener, pollIntervalMs: config.http.waitPollIntervalMs, log });
   waiters.start();
+  const unmeasure = measureLongPolls(registry, () => waiters.size);
   const listening = startListening(listener, log);
   const spec = getSpec();
   const app = createApiApp({
@@ -114,6 +116,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   try {
     await listen(server, config.port, config.host);
   } catch (err) {
+    unmeasure();
     listening.stop();
     waiters.stop();
     await listener.stop();
@@ -133,6 +136,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     port,
     close() {
       closing ??= (async () => {
+        unmeasure();
         listening.stop();
         waiters.stop();
         await terminator.terminate();
