@@ -8,7 +8,7 @@ import type { StepKind, StepRecord } from '../store/rows';
 import { completeTimedStep, suspendExecution, type StepResult } from '../store/steps';
 import { retryWhileUnavailable } from './db-retry';
 import { EventTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError, SuspendSignal } from './errors';
-import type { TaskContext } from './task';
+import type { EventName, EventPayload, TaskContext } from './task';
 
 /** How long a step may run before the execution's current_step is written (fast steps never are). */
 const CURRENT_STEP_DELAY_MS = 20;
@@ -94,12 +94,12 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     await this.pause(name, 'sleep', { wakeAt });
   }
 
-  async waitForEvent<K extends keyof E & string>(name: K, options: { timeout?: Duration } = {}): Promise<import('@sinclair/typebox').Static<E[K]>> {
+  async waitForEvent<K extends EventName<E>>(name: K, options: { timeout?: Duration } = {}): Promise<EventPayload<E, K>> {
     const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, `waitForEvent ${JSON.stringify(name)} timeout`);
     const outcome = await this.pause(name, 'event', timeoutMs === undefined ? { wakeAt: null } : { delayMs: timeoutMs });
     const result = outcome as { payload?: unknown; timed_out?: boolean } | undefined;
     if (!result || result.timed_out) throw new EventTimeoutError(name);
-    return result.payload as import('@sinclair/typebox').Static<E[K]>;
+    return result.payload as EventPayload<E, K>;
   }
 
   /**
