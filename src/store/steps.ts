@@ -1,4 +1,4 @@
-import { queryRows, type Db } from './db';
+import { preparedRows, queryRows, type Db } from './db';
 import type { Lease } from './leases';
 import { rowToStep, toJsonb, type StepKind, type StepRecord, type StepRow } from './rows';
 
@@ -31,10 +31,11 @@ export const stepKey = (id: string, seq: number): string => `${id}:${seq}`;
  */
 export async function recordStepResults(db: Db, items: readonly StepResult[]): Promise<Set<string>> {
   if (items.length === 0) return new Set();
-  const rows = await queryRows<{ execution_id: string; seq: number }>(
+  const rows = await preparedRows<{ execution_id: string; seq: number }>(
     db,
+    'stepwise_record_steps',
     `WITH input AS (
-       SELECT * FROM unnest(?::uuid[], ?::uuid[], ?::int[], ?::text[], ?::jsonb[]) AS i(id, token, seq, name, result)
+       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::jsonb[]) AS i(id, token, seq, name, result)
      ),
      fence AS (
        UPDATE stepwise.executions e

@@ -9,7 +9,7 @@ describe('group commit', () => {
       flushes.push(items);
       if (flushes.length === 1) await first;
       return new Set(items.filter((i) => i !== 3));
-    }, (i) => i);
+    }, (i) => i, () => false, 1);
     const p1 = gc.submit(1);
     const rest = [2, 3, 4].map((i) => gc.submit(i));
     release();
@@ -22,10 +22,27 @@ describe('group commit', () => {
     const gc = new GroupCommitter<number, number>(async (items) => {
       if (items.includes(13)) throw new Error('bad item');
       return new Set(items);
-    }, (i) => i);
+    }, (i) => i, () => false, 1);
     // 1 flushes alone; 13 and 2 share the next batch, which fails and is split.
     const results = await Promise.allSettled([gc.submit(1), gc.submit(13), gc.submit(2)]);
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+  });
+
+  test('with two flushes in flight, a slow flush does not hold back the next one', async () => {
+    let releaseFirst!: () => void;
+    const first = new Promise<void>((r) => (releaseFirst = r));
+    const order: number[] = [];
+    const gc = new GroupCommitter<number, number>(async (items) => {
+      if (items.includes(1)) await first;
+      order.push(...items);
+      return new Set(items);
+    }, (i) => i);
+    const p1 = gc.submit(1);
+    await expect(gc.submit(2)).resolves.toBe(true);
+    expect(order).toEqual([2]);
+    releaseFirst();
+    await expect(p1).resolves.toBe(true);
+    await gc.idle();
   });
 
   test('a transient failure rejects the whole batch without splitting', async () => {
