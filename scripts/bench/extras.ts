@@ -204,7 +204,7 @@ async function longPolls(env: NodeJS.ProcessEnv, n: number): Promise<ExtraResult
           res.on('end', () => resolve(s));
         }).on('error', reject);
       });
-      const held = Number(/^stepwise_long_polls(?:_open)?(?:\{[^}]*\})? (\d+)/m.exec(m)?.[1] ?? NaN);
+      const held = Number(/^stepwise_http_long_polls_waiting(?:\{[^}]*\})? (\d+)/m.exec(m)?.[1] ?? NaN);
       if (held >= n || (Number.isNaN(held) && i > 100)) break;
       if (i > 1200) throw new Error(`only ${held} long-polls held`);
       await new Promise((r) => setTimeout(r, 50));
