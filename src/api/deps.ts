@@ -2,6 +2,8 @@ import type { Registry } from 'prom-client';
 import type { Config } from '../config';
 import type { Logger } from '../logger';
 import type { Db } from '../store/db';
+import type { GroupCommitter } from '../group-commit';
+import type { NewExecution, ScheduleResult } from '../store/executions';
 import type { ExecutionWaiters } from './execution-waiters';
 import type { CompiledSpec } from './spec';
 import type { TaskSchemaCache } from './task-schemas';
@@ -17,4 +19,6 @@ export interface ApiDeps {
   waiters: ExecutionWaiters;
   taskSchemas: TaskSchemaCache;
   routes: RouteOptions;
+  /** Concurrent schedule requests share one INSERT and one commit (see createScheduler). */
+  scheduler: GroupCommitter<NewExecution, ScheduleResult>;
 }

@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import { ExecutionAlreadyExistsError, ExecutionNotCancellableError, ExecutionNotFoundError } from '../errors';
-import { cancelExecution, getExecution, insertExecutions, listExecutions } from '../store/executions';
+import { cancelExecution, getExecution, listExecutions } from '../store/executions';
 import { loadSteps } from '../store/steps';
 import type { ApiDeps } from './deps';
 import { toExecution, toExecutionSummary, toScheduledExecution, toStep } from './representations';
@@ -16,7 +16,8 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
     const task = await taskSchemas.getTask(body.task);
     const data = body.data ?? null;
     taskSchemas.assertValidData(task, data);
-    const [result] = await insertExecutions(db, [{ task: body.task, data, idempotencyKey: body.idempotency_key }]);
+    taskSchemas.assertStorable(data, 'body/data');
+    const result = await deps.scheduler.submit({ task: body.task, data, idempotencyKey: body.idempotency_key });
     if (result.created) return { status: 201, body: toScheduledExecution(result.execution) };
     if (result.execution.task !== body.task) throw new ExecutionAlreadyExistsError(body.idempotency_key ?? '', result.execution.task);
     return { status: 200, body: toScheduledExecution(result.execution) };

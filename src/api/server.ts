@@ -13,6 +13,7 @@ import { ExecutionWaiters } from './execution-waiters';
 import { measureLongPolls } from './metrics';
 import { getSpec } from './spec';
 import { TaskSchemaCache } from './task-schemas';
+import { createScheduler } from './scheduler';
 
 export interface ApiServerDeps {
   config: Readonly<Config>;
@@ -110,6 +111,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     registry,
     waiters,
     taskSchemas: new TaskSchemaCache(db),
+    scheduler: createScheduler(db),
     routes: { spec, bodyLimitBytes: config.http.bodyLimitBytes, jsonMaxDepth: config.http.jsonMaxDepth },
   });
   const server = createHttpServer(config, app.callback());

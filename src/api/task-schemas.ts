@@ -1,3 +1,4 @@
+import { toStorableJson } from '../domain/json';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { InvalidDataError, TaskNotRegisteredError } from '../errors';
@@ -74,6 +75,15 @@ export class TaskSchemaCache {
   assertValidData(task: TaskValidators, data: unknown): void {
     if (task.validateData && !task.validateData(data)) {
       throw new InvalidDataError(`data does not match the schema of task ${JSON.stringify(task.name)}`, toErrorDetails('body/data', task.validateData.errors));
+    }
+  }
+
+  /** Throws invalid_data for JSON that PostgreSQL's jsonb cannot store (a NUL character in a string). */
+  assertStorable(value: unknown, path: string): void {
+    try {
+      toStorableJson(value, path);
+    } catch (err) {
+      throw new InvalidDataError('the JSON cannot be stored', [{ path, message: (err as Error).message.replace(`${path} `, '') }]);
     }
   }
 

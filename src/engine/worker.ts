@@ -13,7 +13,7 @@ import { toStorableJson } from '../domain/json';
 import { retryWhileUnavailable } from './db-retry';
 import { DurableContext } from './durable-context';
 import { isNonRetryable, LeaseLostError, SuspendSignal } from './errors';
-import { GroupCommitter } from './group-commit';
+import { GroupCommitter, landedFlags } from '../group-commit';
 import { TaskRegistry } from './registry';
 import type { TaskDefinition } from './task';
 
@@ -62,8 +62,8 @@ export class Worker {
   private readonly registry: TaskRegistry;
   private readonly active = new Map<string, Active>();
   private readonly listener: NotificationListener;
-  private readonly completions: GroupCommitter<Completion, string>;
-  private readonly stepRecords: GroupCommitter<StepResult, string>;
+  private readonly completions: GroupCommitter<Completion, boolean>;
+  private readonly stepRecords: GroupCommitter<StepResult, boolean>;
   private readonly concurrency: number;
   private readonly leaseMs: number;
   private readonly pollIntervalMs: number;
@@ -84,8 +84,8 @@ export class Worker {
     this.listener = new NotificationListener({ url: options.databaseUrl, channels: [CHANNEL_WORK, CHANNEL_CANCEL], log: options.log });
     this.listener.on('notification', (channel: string, payload: string) => this.onNotification(channel, payload));
     this.listener.on('connected', () => this.wake());
-    this.completions = new GroupCommitter((items) => completeExecutions(options.db, items), (c) => c.id, isDatabaseUnavailable);
-    this.stepRecords = new GroupCommitter((items) => recordStepResults(options.db, items), (s) => stepKey(s.id, s.seq), isDatabaseUnavailable);
+    this.completions = new GroupCommitter(landedFlags((items: Completion[]) => completeExecutions(options.db, items), (c) => c.id), isDatabaseUnavailable);
+    this.stepRecords = new GroupCommitter(landedFlags((items: StepResult[]) => recordStepResults(options.db, items), (s) => stepKey(s.id, s.seq)), isDatabaseUnavailable);
   }
 
   /** Handlers running now. */
