@@ -37,7 +37,7 @@ export async function insertExecutions(db: Db, items: readonly NewExecution[]): 
      ins AS (
        INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, due_at)
        SELECT id, task, 'pending', data, idempotency_key, now() FROM input ORDER BY ord
-       ON CONFLICT (idempotency_key) DO NOTHING
+       ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
        RETURNING *
      )
      SELECT ins.*, pg_notify('${CHANNEL_WORK}', ins.task) IS NULL AS _n FROM ins`,
