@@ -46,7 +46,7 @@ function segment(known: readonly string[]): fc.Arbitrary<string> {
 /** Query values: numbers around and far beyond the limits, non-numbers, repeats. */
 const queryValue = fc.oneof(
   fc.integer({ min: -10, max: 4000 }).map(String),
-  fc.constantFrom('1e400', '-0', '99999999999999999999', '0x10', '1.5', '', 'NaN', 'Infinity', 'asc', 'desc', 'pending', 'DESC', 'running'),
+  fc.constantFrom('1e400', '-0', '99999999999999999999', '0x10', '1.5', '', 'NaN', 'Infinity', 'asc', 'desc', 'pending', 'DESC', 'running', 'a\u0000b'),
   fc.string({ maxLength: 30 }),
   fc.string({ unit: 'grapheme', maxLength: 10 }),
 );
@@ -93,7 +93,13 @@ function body(example: unknown): fc.Arbitrary<string | undefined> {
     { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 40 }).map((s) => JSON.stringify({ task: s, data: s })) },
     { weight: 1, arbitrary: fc.integer({ min: 1, max: 20000 }).map((n) => nested(n, '1')) },
     { weight: 1, arbitrary: fc.integer({ min: 1, max: 200 }).map((n) => `{"task":"x","data":${nested(n, '{}')}}`) },
-    { weight: 1, arbitrary: fc.constantFrom('{"__proto__":{"x":1}}', '{"task":1e400}', '{"task":"x","data":-0}', '\ufeff{}', 'null', '""', '[]', '{}{}') },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom(
+        '{"__proto__":{"x":1}}', '{"task":1e400}', '{"task":"x","data":-0}', '\ufeff{}', 'null', '""', '[]', '{}{}',
+        '{"task":"approve-order","data":{"orderId":"a\\u0000b"}}', '{"task":"approve-order","data":"\\ud800"}', '{"approved":true,"\\u0000":1}', '"\\udc00x"',
+      ),
+    },
     { weight: 1, arbitrary: fc.constant(undefined) },
     { weight: 1, arbitrary: fc.constant(HUGE_BODY) },
   );
