@@ -3,6 +3,7 @@ import type { Config } from '../config';
 import type { Logger } from '../logger';
 import type { Db } from '../store/db';
 import type { ExecutionWaiters } from './execution-waiters';
+import type { ScheduleBatcher } from './schedule-batcher';
 import type { CompiledSpec } from './spec';
 import type { TaskSchemaCache } from './task-schemas';
 import type { RouteOptions } from './typed';
@@ -16,5 +17,6 @@ export interface ApiDeps {
   registry: Registry;
   waiters: ExecutionWaiters;
   taskSchemas: TaskSchemaCache;
+  scheduler: ScheduleBatcher;
   routes: RouteOptions;
 }

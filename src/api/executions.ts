@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import { ExecutionAlreadyExistsError, ExecutionNotCancellableError, ExecutionNotFoundError } from '../errors';
-import { cancelExecution, getExecution, insertExecutions, listExecutions } from '../store/executions';
+import { cancelExecution, getExecution, listExecutions } from '../store/executions';
 import { loadSteps } from '../store/steps';
 import type { ApiDeps } from './deps';
 import { toExecution, toExecutionSummary, toScheduledExecution, toStep } from './representations';
@@ -9,14 +9,14 @@ import { addOperation } from './typed';
 
 /** Schedule, read, list, cancel and the steps of executions. */
 export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): void {
-  const { db, taskSchemas } = deps;
+  const { db, taskSchemas, scheduler } = deps;
 
   addOperation(router, deps.routes, 'scheduleExecution', async ({ body }) => {
     // The body's shape was checked by validation; now the task, then its data (the contract's order).
     const task = await taskSchemas.getTask(body.task);
     const data = body.data ?? null;
     taskSchemas.assertValidData(task, data);
-    const [result] = await insertExecutions(db, [{ task: body.task, data, idempotencyKey: body.idempotency_key }]);
+    const result = await scheduler.schedule({ task: body.task, data, idempotencyKey: body.idempotency_key });
     if (result.created) return { status: 201, body: toScheduledExecution(result.execution) };
     if (result.execution.task !== body.task) throw new ExecutionAlreadyExistsError(body.idempotency_key ?? '', result.execution.task);
     return { status: 200, body: toScheduledExecution(result.execution) };

@@ -10,6 +10,7 @@ import { NotificationListener } from '../store/listener';
 import { createApiApp } from './app';
 import { ExecutionWaiters } from './execution-waiters';
 import { measureLongPolls } from './metrics';
+import { ScheduleBatcher } from './schedule-batcher';
 import { getSpec } from './spec';
 import { TaskSchemaCache } from './task-schemas';
 
@@ -128,6 +129,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     registry,
     waiters,
     taskSchemas: new TaskSchemaCache(db),
+    scheduler: new ScheduleBatcher(db),
     routes: { spec, bodyLimitBytes: config.http.bodyLimitBytes, jsonMaxDepth: config.http.jsonMaxDepth },
   });
   const server = createHttpServer(config, app.callback());

@@ -33,6 +33,8 @@ export interface TaskSchemaCacheOptions {
  */
 export class TaskSchemaCache {
   private readonly tasks = new Map<string, CacheEntry>();
+  /** Reads in progress, so a burst of requests for one task on a cold cache costs one query. */
+  private readonly loading = new Map<string, Promise<TaskValidators>>();
   private readonly validators = new Map<string, ValidateFunction>();
   private readonly ttlMs: number;
   private readonly maxValidators: number;
@@ -51,6 +53,15 @@ export class TaskSchemaCache {
   async getTask(name: string): Promise<TaskValidators> {
     const cached = this.tasks.get(name);
     if (cached && this.now() - cached.loadedAt < this.ttlMs) return cached.task;
+    let loading = this.loading.get(name);
+    if (!loading) {
+      loading = this.loadTask(name).finally(() => this.loading.delete(name));
+      this.loading.set(name, loading);
+    }
+    return loading;
+  }
+
+  private async loadTask(name: string): Promise<TaskValidators> {
     const row = await getTask(this.db, name);
     if (!row) {
       this.tasks.delete(name);

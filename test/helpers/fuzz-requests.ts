@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import type { CompiledSpec, SpecOperation } from '../../src/api/spec';
-import { findSpecViolations, recordResponse, type RecordedResponse } from './spec-matcher';
+import { findSpecViolations, recordResponse, type RecordedResponse } from './spec-check';
 
 /**
  * Generated bad (and some good) requests for every operation of openapi.yaml, for property tests
