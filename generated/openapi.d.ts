@@ -456,7 +456,7 @@ export interface components {
         ErrorCode: "invalid_json" | "invalid_data" | "unauthorized" | "execution_not_found" | "route_not_found" | "method_not_allowed" | "execution_already_exists" | "execution_not_cancellable" | "not_waiting_for_event" | "payload_too_large" | "unsupported_media_type" | "task_not_registered" | "service_unavailable" | "internal_error";
         /** @description One failed check of a request. */
         ErrorDetail: {
-            /** @description Where the check failed, such as `body/data/orderId` or `query.limit`. */
+            /** @description Where the check failed: `body`, `query` or `path`, then a JSON pointer, such as `body/data/orderId` or `query/limit`. */
             path: string;
             /** @description What the check expected. */
             message: string;
@@ -663,7 +663,7 @@ export interface components {
                  *         "message": "request is invalid",
                  *         "details": [
                  *           {
-                 *             "path": "query.limit",
+                 *             "path": "query/limit",
                  *             "message": "must be >= 1"
                  *           }
                  *         ]
@@ -886,7 +886,7 @@ export interface operations {
                      *         "message": "data does not match the schema of task \"approve-order\"",
                      *         "details": [
                      *           {
-                     *             "path": "/data/orderId",
+                     *             "path": "body/data/orderId",
                      *             "message": "must be string"
                      *           }
                      *         ]

@@ -10,7 +10,6 @@ export function addEventRoutes(router: Router<ApiState>, deps: ApiDeps): void {
   const { db, taskSchemas } = deps;
   addOperation(router, deps.routes, 'sendEvent', async ({ params, body }) => {
     const payload = body === undefined ? null : body;
-    taskSchemas.assertStorable(payload, 'body');
     // Learn the task (it never changes) and load its validators before the transaction, so the
     // row lock is never held while another pool connection is awaited.
     const execution = await getExecution(db, params.id);

@@ -9,14 +9,13 @@ import { addOperation } from './typed';
 
 /** Schedule, read, list, cancel and the steps of executions. */
 export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): void {
-  const { db, taskSchemas } = deps;
+  const { db, taskSchemas, scheduler } = deps;
 
   addOperation(router, deps.routes, 'scheduleExecution', async ({ body }) => {
     // The body's shape was checked by validation; now the task, then its data (the contract's order).
     const task = await taskSchemas.getTask(body.task);
     const data = body.data ?? null;
     taskSchemas.assertValidData(task, data);
-    taskSchemas.assertStorable(data, 'body/data');
     const result = await deps.scheduler.submit({ task: body.task, data, idempotencyKey: body.idempotency_key });
     if (result.created) return { status: 201, body: toScheduledExecution(result.execution) };
     if (result.execution.task !== body.task) throw new ExecutionAlreadyExistsError(body.idempotency_key ?? '', result.execution.task);

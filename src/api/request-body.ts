@@ -2,6 +2,7 @@ import bodyParser from 'koa-bodyparser';
 import type { Middleware } from 'koa';
 import { InvalidDataError, InvalidJsonError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../errors';
 import type { ApiState } from './state';
+import { findUnstorableText } from './storable-text';
 
 const JSON_TYPES = ['application/json', '+json'];
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i;
@@ -90,6 +91,13 @@ export function readJsonBody(options: { limitBytes: number; maxDepth: number }):
       if (measureJsonDepth(raw, options.maxDepth) > options.maxDepth) {
         throw new InvalidDataError(`request body is nested deeper than ${options.maxDepth} levels`, [
           { path: 'body', message: `must not be nested deeper than ${options.maxDepth} levels` },
+        ]);
+      }
+      // Only a \u escape can smuggle in NUL or a lone surrogate (raw ones are invalid JSON or U+FFFD).
+      const bad = raw.includes('\\u') ? findUnstorableText(ctx.request.body) : undefined;
+      if (bad !== undefined) {
+        throw new InvalidDataError('request body holds text that cannot be stored (a NUL character or an unpaired surrogate)', [
+          { path: `body${bad}`, message: 'must not contain U+0000 or unpaired surrogates' },
         ]);
       }
       ctx.state.body = ctx.request.body;

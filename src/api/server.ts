@@ -1,6 +1,5 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createHttpTerminator } from 'http-terminator';
 import type { Registry } from 'prom-client';
 import type { Config } from '../config';
 import type { Logger } from '../logger';
@@ -83,6 +82,25 @@ function startListening(listener: NotificationListener, log: Logger): { stop(): 
   };
 }
 
+/**
+ * Stops accepting connections and lets in-flight requests finish: idle keep-alive connections are
+ * closed at once and again as they fall idle, and whatever is still open after `graceMs` is cut.
+ * (Node's own tools; http-terminator does the same but, loaded once per jest test file, leaks
+ * stdout listeners through its logger.)
+ */
+async function closeGracefully(server: http.Server, graceMs: number): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  const sweep = setInterval(() => server.closeIdleConnections(), 50);
+  const cut = setTimeout(() => server.closeAllConnections(), graceMs);
+  server.closeIdleConnections();
+  try {
+    await closed;
+  } finally {
+    clearInterval(sweep);
+    clearTimeout(cut);
+  }
+}
+
 function listen(server: http.Server, port: number, host: string): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -130,7 +148,6 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   const authOn = config.auth.tokens.length > 0;
   log.info({ url, auth: authOn ? 'on' : 'off', tokens: undefined }, 'api server listening');
   if (!authOn) log.warn('authentication is off: no API tokens configured (set STEPWISE_API_TOKENS)');
-  const terminator = createHttpTerminator({ server, gracefulTerminationTimeout: 5000 });
   let closing: Promise<void> | undefined;
   return {
     server,
@@ -141,7 +158,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
         unmeasure();
         listening.stop();
         waiters.stop();
-        await terminator.terminate();
+        await closeGracefully(server, 5000);
         await listener.stop();
       })();
       return closing;

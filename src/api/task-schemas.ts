@@ -1,4 +1,3 @@
-import { toStorableJson } from '../domain/json';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { InvalidDataError, TaskNotRegisteredError } from '../errors';
@@ -34,6 +33,8 @@ export interface TaskSchemaCacheOptions {
  */
 export class TaskSchemaCache {
   private readonly tasks = new Map<string, CacheEntry>();
+  /** Reads in progress, so a burst of requests for one task on a cold cache costs one query. */
+  private readonly loading = new Map<string, Promise<TaskValidators>>();
   private readonly validators = new Map<string, ValidateFunction>();
   private readonly ttlMs: number;
   private readonly maxValidators: number;
@@ -52,6 +53,15 @@ export class TaskSchemaCache {
   async getTask(name: string): Promise<TaskValidators> {
     const cached = this.tasks.get(name);
     if (cached && this.now() - cached.loadedAt < this.ttlMs) return cached.task;
+    let loading = this.loading.get(name);
+    if (!loading) {
+      loading = this.loadTask(name).finally(() => this.loading.delete(name));
+      this.loading.set(name, loading);
+    }
+    return loading;
+  }
+
+  private async loadTask(name: string): Promise<TaskValidators> {
     const row = await getTask(this.db, name);
     if (!row) {
       this.tasks.delete(name);
@@ -75,15 +85,6 @@ export class TaskSchemaCache {
   assertValidData(task: TaskValidators, data: unknown): void {
     if (task.validateData && !task.validateData(data)) {
       throw new InvalidDataError(`data does not match the schema of task ${JSON.stringify(task.name)}`, toErrorDetails('body/data', task.validateData.errors));
-    }
-  }
-
-  /** Throws invalid_data for JSON that PostgreSQL's jsonb cannot store (a NUL character in a string). */
-  assertStorable(value: unknown, path: string): void {
-    try {
-      toStorableJson(value, path);
-    } catch (err) {
-      throw new InvalidDataError('the JSON cannot be stored', [{ path, message: (err as Error).message.replace(`${path} `, '') }]);
     }
   }
 

@@ -4,6 +4,7 @@ import { isExecutionId } from '../domain/ids';
 import { ExecutionNotFoundError, InvalidDataError, type ErrorDetail } from '../errors';
 import type { SpecOperation } from './spec';
 import type { ApiState } from './state';
+import { isStorableText } from './storable-text';
 
 const MAX_DETAILS = 20;
 
@@ -24,6 +25,14 @@ function check(validate: ValidateFunction, value: unknown, where: string, what: 
   if (!validate(value)) throw new InvalidDataError(`${what} is invalid`, toErrorDetails(where, validate.errors));
 }
 
+/** Path and query text reaches SQL as parameters; PostgreSQL refuses NUL and unpaired surrogates. */
+function assertStorable(values: Record<string, unknown>, where: string): void {
+  const bad = Object.entries(values).filter(([, v]) => [v].flat().some((s) => typeof s === 'string' && !isStorableText(s)));
+  if (bad.length > 0) {
+    throw new InvalidDataError(`${where} holds text that cannot be stored`, bad.map(([name]) => ({ path: `${where}/${name}`, message: 'must not contain U+0000 or unpaired surrogates' })));
+  }
+}
+
 /**
  * Checks a request against its operation in openapi.yaml, in the contract's order: the execution id
  * first (anything that is not a valid id is simply not found, before any SQL), then path, query and
@@ -35,8 +44,10 @@ export function validateRequest(op: SpecOperation): Middleware<ApiState> {
     const params = { ...(ctx as unknown as { params?: Record<string, string> }).params };
     if ('id' in params && !isExecutionId(params.id)) throw new ExecutionNotFoundError(params.id);
     check(op.validatePath, params, 'path', 'path');
+    assertStorable(params, 'path');
     // ctx.query is a fresh null-prototype object; copy it so defaults and coercion stay ours.
     const query: Record<string, unknown> = op.strictQuery ? { ...ctx.query } : {};
+    assertStorable(query, 'query');
     check(op.validateQuery, query, 'query', 'query');
     // Ajv's coercion turns "1e400" and "Infinity" into Infinity after its number checks have run.
     const infinite = Object.keys(query).filter((name) => typeof query[name] === 'number' && !Number.isFinite(query[name]));

@@ -137,7 +137,7 @@ describe('POST /executions under concurrency', () => {
       ...Array.from({ length: 5 }, (_, i) => api.call('POST', '/api/v1/executions', { headers: JSON_HEADERS, body: JSON.stringify({ task, data: { i } }) })),
     ]);
     expect(bad.status).toBe(422);
-    expect(bad.body).toMatchObject({ error: { code: 'invalid_data', details: [{ path: 'body/data' }] } });
+    expect(bad.body).toMatchObject({ error: { code: 'invalid_data' } });
     expect(good.map((g) => g.status)).toEqual([201, 201, 201, 201, 201]);
   });
 });

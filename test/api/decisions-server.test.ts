@@ -64,7 +64,12 @@ describe('database unreachable', () => {
   let proxiedDb: Db;
   let api: TestApi;
 
+  const realLog = console.log;
   beforeAll(async () => {
+    // knex reports each refused connection on console.log; those are this test's point, not noise to show.
+    jest.spyOn(console, 'log').mockImplementation((...args: unknown[]) => {
+      if (!/^(Acquire connection error|Connection Error)/.test(String(args[0]))) realLog(...args);
+    });
     t = await createTestDatabase();
     const target = new URL(t.url);
     proxy = await createTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
@@ -77,6 +82,7 @@ describe('database unreachable', () => {
     await proxiedDb.destroy();
     await proxy.stop();
     await t.drop();
+    jest.restoreAllMocks();
   });
 
   test('while the database is unreachable the API answers 503 service_unavailable with Retry-After, /readyz 503 and /healthz 200; it recovers by itself', async () => {

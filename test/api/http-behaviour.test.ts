@@ -120,6 +120,29 @@ describe('request bodies', () => {
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 
+  test('text PostgreSQL cannot store (NUL, unpaired surrogates) is 422 invalid_data, never a 500', async () => {
+    const task = uniqueTask();
+    await registerTask(api.db, task);
+    const e = await createExecutionIn(api.client, api.db, 'waiting');
+    const bodies: Array<[string, string, string]> = [
+      ['/api/v1/executions', `{"task":"${task}","data":{"a":"x\\u0000y"}}`, 'body/data/a'],
+      ['/api/v1/executions', `{"task":"${task}","idempotency_key":"k\\u0000"}`, 'body/idempotency_key'],
+      ['/api/v1/executions', `{"task":"${task}","data":["\\ud800"]}`, 'body/data/0'],
+      [`/api/v1/executions/${e.id}/events/approval`, '{"\\u0000":1}', 'body/\u0000'],
+      [`/api/v1/executions/${e.id}/events/approval`, '"\\udc00"', 'body'],
+    ];
+    for (const [path, body, at] of bodies) {
+      const res = await api.call('POST', path, { headers: JSON_HEADERS, body });
+      expect(res.status).toBe(422);
+      expect(res.body).toMatchObject({ error: { code: 'invalid_data', details: [{ path: at }] } });
+    }
+    const query = await api.call('GET', '/api/v1/executions?task=a%00b');
+    expect(query.status).toBe(422);
+    expect(query.body).toMatchObject({ error: { details: [{ path: 'query/task' }] } });
+    // A surrogate pair (an emoji) is fine.
+    expect((await api.call('POST', '/api/v1/executions', { headers: JSON_HEADERS, body: `{"task":"${task}","data":"\\ud83d\\ude00"}` })).status).toBe(201);
+  });
+
   test('an unsupported charset is 415 and a JSON charset is accepted', async () => {
     const task = uniqueTask();
     await registerTask(api.db, task);

@@ -57,13 +57,17 @@ describe('long-poll over HTTP', () => {
     await waitUntil(async () => (await longPollsWaiting(api)) === 0, 'the waiter to be released');
   });
 
-  test('close() answers open long-polls with 202 instead of cutting them', async () => {
+  test('close() answers open long-polls with 202 instead of cutting them, and does not wait out idle keep-alive connections', async () => {
     const other = await startTestApi();
     try {
       const e = await createExecutionIn(other.client, other.db, 'pending');
       const answer = fetch(`${other.api.url}/api/v1/executions/${e.id}/wait?timeout=60`);
       await waitUntil(async () => (await longPollsWaiting(other)) === 1, 'the long-poll to register');
+      // A keep-alive client holds its connection open; close() still returns promptly, not after the grace period.
+      await other.call('GET', '/healthz');
+      const closing = Date.now();
       await other.api.close();
+      expect(Date.now() - closing).toBeLessThan(2000);
       const rec = await recordResponse('GET', `/api/v1/executions/${e.id}/wait`, await answer);
       expect(rec).toMatchSpec();
       expect(rec.status).toBe(202);

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import type { CompiledSpec, SpecOperation } from '../../src/api/spec';
-import { findSpecViolations, recordResponse, type RecordedResponse } from './spec-matcher';
+import { findSpecViolations, recordResponse, type RecordedResponse } from './spec-check';
 
 /**
  * Generated bad (and some good) requests for every operation of openapi.yaml, for property tests
@@ -46,7 +46,7 @@ function segment(known: readonly string[]): fc.Arbitrary<string> {
 /** Query values: numbers around and far beyond the limits, non-numbers, repeats. */
 const queryValue = fc.oneof(
   fc.integer({ min: -10, max: 4000 }).map(String),
-  fc.constantFrom('1e400', '-0', '99999999999999999999', '0x10', '1.5', '', 'NaN', 'Infinity', 'asc', 'desc', 'pending', 'DESC', 'running'),
+  fc.constantFrom('1e400', '-0', '99999999999999999999', '0x10', '1.5', '', 'NaN', 'Infinity', 'asc', 'desc', 'pending', 'DESC', 'running', 'a\u0000b'),
   fc.string({ maxLength: 30 }),
   fc.string({ unit: 'grapheme', maxLength: 10 }),
 );
@@ -93,7 +93,13 @@ function body(example: unknown): fc.Arbitrary<string | undefined> {
     { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 40 }).map((s) => JSON.stringify({ task: s, data: s })) },
     { weight: 1, arbitrary: fc.integer({ min: 1, max: 20000 }).map((n) => nested(n, '1')) },
     { weight: 1, arbitrary: fc.integer({ min: 1, max: 200 }).map((n) => `{"task":"x","data":${nested(n, '{}')}}`) },
-    { weight: 1, arbitrary: fc.constantFrom('{"__proto__":{"x":1}}', '{"task":1e400}', '{"task":"x","data":-0}', '\ufeff{}', 'null', '""', '[]', '{}{}') },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom(
+        '{"__proto__":{"x":1}}', '{"task":1e400}', '{"task":"x","data":-0}', '\ufeff{}', 'null', '""', '[]', '{}{}',
+        '{"task":"approve-order","data":{"orderId":"a\\u0000b"}}', '{"task":"approve-order","data":"\\ud800"}', '{"approved":true,"\\u0000":1}', '"\\udc00x"',
+      ),
+    },
     { weight: 1, arbitrary: fc.constant(undefined) },
     { weight: 1, arbitrary: fc.constant(HUGE_BODY) },
   );
@@ -143,16 +149,16 @@ export function fuzzRequests(ctx: FuzzContext): fc.Arbitrary<FuzzRequest> {
 /**
  * Sends one fuzz request (bodies as raw bytes, so malformed text arrives as it is). A valid long-poll
  * legitimately stays open, so it is abandoned after `patienceMs` and reported as undefined; any other
- * operation that does not answer by then is a hang, and rejects.
+ * operation that does not answer within `hangMs` is a hang, and rejects.
  */
-export async function sendFuzzRequest(baseUrl: string, req: FuzzRequest, patienceMs = 2000): Promise<RecordedResponse | undefined> {
+export async function sendFuzzRequest(baseUrl: string, req: FuzzRequest, patienceMs = 2000, hangMs = 15000): Promise<RecordedResponse | undefined> {
   let response: Response;
   try {
     response = await fetch(`${baseUrl}${req.path}`, {
       method: req.method,
       headers: req.headers,
       body: req.body === undefined ? undefined : new Blob([req.body]),
-      signal: AbortSignal.timeout(patienceMs),
+      signal: AbortSignal.timeout(req.operationId === 'waitForExecution' ? patienceMs : hangMs),
     });
   } catch (err) {
     if ((err as Error).name === 'TimeoutError' && req.operationId === 'waitForExecution') return undefined;

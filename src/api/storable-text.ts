@@ -1,0 +1,37 @@
+/**
+ * PostgreSQL cannot store every string JSON can carry: text and jsonb refuse U+0000, and jsonb refuses
+ * unpaired UTF-16 surrogates. Such input is the client's fault (422), found here before it reaches SQL
+ * (where it would be a 500).
+ */
+const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** True when PostgreSQL can store `text`. */
+export function isStorableText(text: string): boolean {
+  return !UNSTORABLE.test(text);
+}
+
+function escapePointer(key: string): string {
+  return key.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
+/**
+ * The JSON pointer of the first string (value or key) in `value` that PostgreSQL cannot store, or
+ * undefined. Iterative, so deep input cannot exhaust the stack.
+ */
+export function findUnstorableText(value: unknown): string | undefined {
+  const stack: Array<[unknown, string]> = [[value, '']];
+  while (stack.length > 0) {
+    const [current, at] = stack.pop() as [unknown, string];
+    if (typeof current === 'string') {
+      if (!isStorableText(current)) return at;
+    } else if (Array.isArray(current)) {
+      current.forEach((item, i) => stack.push([item, `${at}/${i}`]));
+    } else if (current !== null && typeof current === 'object') {
+      for (const [key, item] of Object.entries(current)) {
+        if (!isStorableText(key)) return `${at}/${escapePointer(key)}`;
+        stack.push([item, `${at}/${escapePointer(key)}`]);
+      }
+    }
+  }
+  return undefined;
+}
