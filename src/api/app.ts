@@ -1,0 +1,57 @@
+import Koa from 'koa';
+import Router from '@koa/router';
+import { MethodNotAllowedError, RouteNotFoundError } from '../errors';
+import { logRequests } from './access-log';
+import { requireBearerToken } from './auth';
+import type { ApiDeps } from './deps';
+import { handleErrors } from './error-middleware';
+import { addEventRoutes } from './events';
+import { addExecutionRoutes } from './executions';
+import { addOperationalRoutes } from './health';
+import { addMetricsRoute, measureRequests } from './metrics';
+import { assignRequestId } from './request-id';
+import type { ApiState } from './state';
+import { addTaskRoutes } from './tasks';
+import { addWaitRoute } from './wait';
+
+/** Answers what no route took: 405 with Allow when the path exists under another method, else 404. */
+function rejectUnrouted(router: Router<ApiState>): Koa.Middleware<ApiState> {
+  return async (ctx) => {
+    const matched = router.match(ctx.path, ctx.method);
+    const allowed = [...new Set(matched.path.flatMap((layer) => layer.methods))];
+    if (allowed.length > 0) throw new MethodNotAllowedError(ctx.method, allowed);
+    throw new RouteNotFoundError(ctx.method, ctx.path);
+  };
+}
+
+/**
+ * The Koa application: request id, timing and logging, the error envelope, bearer auth on
+ * `{basePath}/api/v1` (except the public contract), then the routes of openapi.yaml.
+ */
+export function createApiApp(deps: ApiDeps): Koa<ApiState> {
+  const app = new Koa<ApiState>();
+  // Errors never reach Koa's default handler (it would print stacks to stderr): handleErrors answers them.
+  app.silent = true;
+  app.proxy = false;
+  const base = deps.config.basePath;
+  const router = new Router<ApiState>({ prefix: base || undefined });
+  addExecutionRoutes(router, deps);
+  addWaitRoute(router, deps);
+  addEventRoutes(router, deps);
+  addTaskRoutes(router, deps);
+  addOperationalRoutes(router, deps);
+  addMetricsRoute(router, deps);
+
+  const apiPrefix = `${base}/api/v1/`;
+  const publicPaths = new Set(
+    [...deps.spec.operations.values()].filter((op) => !op.requiresAuth).map((op) => `${base}${op.path}`),
+  );
+  app.use(assignRequestId());
+  app.use(measureRequests(deps.registry));
+  app.use(logRequests(deps.log));
+  app.use(handleErrors(deps.log));
+  app.use(requireBearerToken(deps.config.auth.tokens, (path) => path.startsWith(apiPrefix) && !publicPaths.has(path)));
+  app.use(router.routes());
+  app.use(rejectUnrouted(router));
+  return app;
+}

@@ -1,0 +1,20 @@
+import type { Registry } from 'prom-client';
+import type { Config } from '../config';
+import type { Logger } from '../logger';
+import type { Db } from '../store/db';
+import type { ExecutionWaiters } from './execution-waiters';
+import type { CompiledSpec } from './spec';
+import type { TaskSchemaCache } from './task-schemas';
+import type { RouteOptions } from './typed';
+
+/** What the API's handlers are built from; everything is passed in, nothing is a module singleton. */
+export interface ApiDeps {
+  config: Readonly<Config>;
+  db: Db;
+  log: Logger;
+  spec: CompiledSpec;
+  registry: Registry;
+  waiters: ExecutionWaiters;
+  taskSchemas: TaskSchemaCache;
+  routes: RouteOptions;
+}

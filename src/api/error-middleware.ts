@@ -1,0 +1,46 @@
+import type { Middleware } from 'koa';
+import { AppError, ServiceUnavailableError, isDatabaseUnavailable, type ErrorCode } from '../errors';
+import type { Logger } from '../logger';
+import type { components } from '../../generated/openapi';
+import type { ApiState } from './state';
+
+type ErrorEnvelope = components['schemas']['ErrorEnvelope'];
+type SpecErrorCode = components['schemas']['ErrorCode'];
+
+// Compile-time proof that src/errors.ts and openapi.yaml's ErrorCode enum list the same codes.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const codesMatch: Same<ErrorCode, SpecErrorCode> = true;
+void codesMatch;
+
+/** The envelope for an error the client may see; anything else is internal_error. */
+function toEnvelope(err: AppError): ErrorEnvelope {
+  const error: ErrorEnvelope['error'] = { code: err.code, message: err.message };
+  if (err.details && err.details.length > 0) error.details = err.details;
+  return { error };
+}
+
+/**
+ * The one place that turns errors into responses. An AppError is shown as it is; a database that
+ * cannot be reached becomes 503 with Retry-After; anything else is a 500 with a generic message, and
+ * its detail (stack, SQL) goes to the log under the request id, never to the client.
+ */
+export function handleErrors(log: Logger): Middleware<ApiState> {
+  return async (ctx, next) => {
+    try {
+      await next();
+    } catch (err) {
+      let exposed: AppError;
+      if (err instanceof AppError) exposed = err;
+      else if (isDatabaseUnavailable(err)) {
+        log.warn({ requestId: ctx.state.requestId, err: (err as Error).message }, 'database unavailable');
+        exposed = new ServiceUnavailableError();
+      } else {
+        log.error({ requestId: ctx.state.requestId, err }, 'request failed');
+        exposed = new AppError('internal_error', 500, 'an internal error occurred');
+      }
+      ctx.status = exposed.status;
+      ctx.body = toEnvelope(exposed);
+      for (const [name, value] of Object.entries(exposed.headers ?? {})) ctx.set(name, value);
+    }
+  };
+}

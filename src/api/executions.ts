@@ -1,0 +1,58 @@
+import type Router from '@koa/router';
+import { ExecutionAlreadyExistsError, ExecutionNotCancellableError, ExecutionNotFoundError } from '../errors';
+import { cancelExecution, getExecution, insertExecutions, listExecutions } from '../store/executions';
+import { loadSteps } from '../store/steps';
+import type { ApiDeps } from './deps';
+import { toExecution, toExecutionSummary, toScheduledExecution, toStep } from './representations';
+import type { ApiState } from './state';
+import { addOperation } from './typed';
+
+/** Schedule, read, list, cancel and the steps of executions. */
+export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): void {
+  const { db, taskSchemas } = deps;
+
+  addOperation(router, deps.routes, 'scheduleExecution', async ({ body }) => {
+    // The body's shape was checked by validation; now the task, then its data (the contract's order).
+    const task = await taskSchemas.getTask(body.task);
+    const data = body.data ?? null;
+    taskSchemas.assertValidData(task, data);
+    const [result] = await insertExecutions(db, [{ task: body.task, data, idempotencyKey: body.idempotency_key }]);
+    if (result.created) return { status: 201, body: toScheduledExecution(result.execution) };
+    if (result.execution.task !== body.task) throw new ExecutionAlreadyExistsError(body.idempotency_key ?? '', result.execution.task);
+    return { status: 200, body: toScheduledExecution(result.execution) };
+  });
+
+  addOperation(router, deps.routes, 'getExecution', async ({ params }) => {
+    const execution = await getExecution(db, params.id);
+    if (!execution) throw new ExecutionNotFoundError(params.id);
+    return { status: 200, body: toExecution(execution) };
+  });
+
+  addOperation(router, deps.routes, 'listExecutions', async ({ query }) => {
+    // Validation applied the spec's defaults and clamped limit, so these are always set.
+    const limit = query.limit as number;
+    const offset = query.offset as number;
+    const page = await listExecutions(db, { status: query.status, task: query.task, limit, offset, order: query.order ?? 'desc' });
+    return { status: 200, body: { items: page.items.map(toExecutionSummary), total: page.total, limit, offset } };
+  });
+
+  addOperation(router, deps.routes, 'cancelExecution', async ({ params }) => {
+    const outcome = await cancelExecution(db, params.id);
+    switch (outcome.kind) {
+      case 'cancelled':
+      case 'already_cancelled':
+        return { status: 200, body: { execution_id: outcome.execution.id, status: 'cancelled' as const } };
+      case 'not_cancellable':
+        throw new ExecutionNotCancellableError(outcome.execution.id, outcome.execution.status);
+      case 'not_found':
+        throw new ExecutionNotFoundError(params.id);
+    }
+  });
+
+  addOperation(router, deps.routes, 'listExecutionSteps', async ({ params }) => {
+    // Two reads: steps alone cannot tell "no steps yet" from "no such execution".
+    const [execution, steps] = await Promise.all([getExecution(db, params.id), loadSteps(db, params.id)]);
+    if (!execution) throw new ExecutionNotFoundError(params.id);
+    return { status: 200, body: { items: steps.map(toStep) } };
+  });
+}

@@ -1,0 +1,68 @@
+import type Router from '@koa/router';
+import type { Middleware } from 'koa';
+import { Gauge, Histogram, type Registry } from 'prom-client';
+import type { ApiDeps } from './deps';
+import type { ApiState } from './state';
+import { addOperation } from './typed';
+
+const HISTOGRAM = 'stepwise_http_request_duration_seconds';
+const LONG_POLLS = 'stepwise_http_long_polls_waiting';
+
+/** Sources of the long-poll gauge per registry: several servers (tests) may share one registry. */
+const longPollSources = new WeakMap<Registry, Set<() => number>>();
+
+/** Reports how many long-polls wait right now (summed over the servers sharing the registry); returns an unregister function. */
+export function measureLongPolls(registry: Registry, count: () => number): () => void {
+  let sources = longPollSources.get(registry);
+  if (!sources) {
+    const set = new Set<() => number>();
+    sources = set;
+    longPollSources.set(registry, set);
+    new Gauge({
+      name: LONG_POLLS,
+      help: 'Long-poll requests (GET /executions/{id}/wait) waiting for an execution to end',
+      registers: [registry],
+      collect() {
+        let total = 0;
+        for (const source of set) total += source();
+        this.set(total);
+      },
+    });
+  }
+  sources.add(count);
+  return () => sources.delete(count);
+}
+
+/**
+ * Times every request into a histogram labelled by method, route template (never the raw path, so
+ * ids do not explode the label set) and status. Several servers may share one registry.
+ */
+export function measureRequests(registry: Registry): Middleware<ApiState> {
+  const histogram =
+    (registry.getSingleMetric(HISTOGRAM) as Histogram<'method' | 'route' | 'status'> | undefined) ??
+    new Histogram({
+      name: HISTOGRAM,
+      help: 'HTTP request duration by method, route template and status',
+      labelNames: ['method', 'route', 'status'] as const,
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600],
+      registers: [registry],
+    });
+  return async (ctx, next) => {
+    const end = histogram.startTimer();
+    try {
+      await next();
+    } finally {
+      const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute;
+      end({ method: ctx.method, route: typeof route === 'string' ? route : 'unmatched', status: String(ctx.status) });
+    }
+  };
+}
+
+/** GET /metrics: the whole registry (HTTP, process and engine metrics) in the Prometheus text format. */
+export function addMetricsRoute(router: Router<ApiState>, deps: ApiDeps): void {
+  addOperation(router, deps.routes, 'getMetrics', async () => ({
+    status: 200,
+    body: await deps.registry.metrics(),
+    contentType: deps.registry.contentType,
+  }));
+}

@@ -1,0 +1,75 @@
+import type { components } from '../../generated/openapi';
+import { EXECUTION_STATUSES, type ExecutionStatus } from '../domain/status';
+import type { ExecutionRecord, StepRecord } from '../store/rows';
+import type { TaskRecord } from '../store/tasks';
+
+type Schemas = components['schemas'];
+
+/** ISO 8601 UTC with milliseconds and Z, as the contract requires. */
+function isoOrNull(value: Date | null): string | null {
+  return value === null ? null : value.toISOString();
+}
+
+/** The full Execution resource. */
+export function toExecution(e: ExecutionRecord): Schemas['Execution'] {
+  return {
+    execution_id: e.id,
+    task: e.task,
+    status: e.status,
+    data: e.data ?? null,
+    steps_completed: e.stepsCompleted,
+    current_step: e.currentStep,
+    waiting_for_event:
+      e.waitEventName === null
+        ? null
+        : { event_name: e.waitEventName, since: (e.waitSince ?? e.createdAt).toISOString(), timeout_at: isoOrNull(e.waitTimeoutAt) },
+    attempt: e.attempt,
+    created_at: e.createdAt.toISOString(),
+    started_at: isoOrNull(e.startedAt),
+    completed_at: isoOrNull(e.completedAt),
+    output: e.output ?? null,
+    error: e.error === null ? null : { type: e.error.type, message: e.error.message, retryable: e.error.retryable },
+  };
+}
+
+/** The short form the schedule endpoint answers with. */
+export function toScheduledExecution(e: ExecutionRecord): Schemas['ScheduledExecution'] {
+  return { execution_id: e.id, task: e.task, status: e.status, created_at: e.createdAt.toISOString() };
+}
+
+/** A list item. */
+export function toExecutionSummary(e: ExecutionRecord): Schemas['ExecutionSummary'] {
+  return {
+    execution_id: e.id,
+    task: e.task,
+    status: e.status,
+    created_at: e.createdAt.toISOString(),
+    started_at: isoOrNull(e.startedAt),
+    completed_at: isoOrNull(e.completedAt),
+  };
+}
+
+export function toStep(s: StepRecord): Schemas['Step'] {
+  return {
+    seq: s.seq,
+    name: s.name,
+    kind: s.kind,
+    status: s.completed ? 'completed' : 'in_progress',
+    result: s.result ?? null,
+    wake_at: isoOrNull(s.wakeAt),
+    started_at: s.startedAt.toISOString(),
+    completed_at: isoOrNull(s.completedAt),
+  };
+}
+
+/** A registered task with its executions counted by status (every status present, zero when none). */
+export function toTask(t: TaskRecord, counts: ReadonlyMap<string, number>): Schemas['Task'] {
+  const byStatus = Object.fromEntries(EXECUTION_STATUSES.map((s: ExecutionStatus) => [s, counts.get(s) ?? 0])) as Schemas['TaskCounts'];
+  return {
+    name: t.name,
+    data_schema: t.dataSchema ?? null,
+    event_schemas: t.eventSchemas ?? {},
+    updated_at: t.updatedAt.toISOString(),
+    counts: byStatus,
+  };
+}

@@ -1,0 +1,99 @@
+import bodyParser from 'koa-bodyparser';
+import type { Middleware } from 'koa';
+import { InvalidDataError, InvalidJsonError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../errors';
+import type { ApiState } from './state';
+
+const JSON_TYPES = ['application/json', '+json'];
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i;
+
+/**
+ * Deepest nesting of arrays and objects in JSON text, found by a scan of the text rather than a
+ * recursive walk of the parsed value, so a hostile body cannot exhaust the stack. Stops early once
+ * `limit` is passed.
+ */
+export function measureJsonDepth(text: string, limit: number): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      depth++;
+      if (depth > max) {
+        max = depth;
+        if (max > limit) return max;
+      }
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return max;
+}
+
+/** co-body / raw-body errors carry a `type`; these are the client's fault and map to the contract's codes. */
+function mapBodyError(err: unknown, limitBytes: number): unknown {
+  const e = err as { type?: string; status?: number; message?: string };
+  switch (e.type) {
+    case 'entity.too.large':
+      return new PayloadTooLargeError(limitBytes);
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return new UnsupportedMediaTypeError(e.message);
+    case 'request.aborted':
+    case 'request.size.invalid':
+      return new InvalidJsonError('request body ended before its declared length');
+    default:
+      break;
+  }
+  if (e.status === 400 && /prototype/i.test(e.message ?? '')) {
+    // Valid JSON, but a `__proto__` key is refused rather than silently dropped.
+    return new InvalidDataError('request body must not contain a "__proto__" key', [{ path: 'body', message: 'must not contain "__proto__"' }]);
+  }
+  if (e.status === 400 || err instanceof SyntaxError) return new InvalidJsonError();
+  return err;
+}
+
+/**
+ * Reads a JSON request body into `ctx.state.body` (undefined when there is none). A non-empty body must
+ * be JSON (415 otherwise); malformed JSON is 400, a body over `limitBytes` 413 and nesting deeper than
+ * `maxDepth` 422. koa-bodyparser's own errors are off-contract, so each is mapped here.
+ */
+export function readJsonBody(options: { limitBytes: number; maxDepth: number }): Middleware<ApiState> {
+  const parse = bodyParser({
+    enableTypes: ['json'],
+    jsonLimit: `${options.limitBytes}b`,
+    // Event payloads may be any JSON value, not only objects and arrays.
+    strict: false,
+    extendTypes: { json: JSON_TYPES },
+  } as bodyParser.Options & { strict: boolean });
+  return async (ctx, next) => {
+    const chunked = ctx.get('Transfer-Encoding') !== '';
+    const length = ctx.request.length;
+    if (!chunked && !(length !== undefined && length > 0)) {
+      ctx.state.body = undefined;
+      return next();
+    }
+    if (!ctx.request.is(JSON_TYPES)) throw new UnsupportedMediaTypeError(ctx.get('Content-Type') || undefined);
+    // JSON is UTF-8 (RFC 8259); co-body would decode any other declared charset as UTF-8 regardless.
+    const charset = CHARSET.exec(ctx.get('Content-Type'))?.[1];
+    if (charset && !/^utf-?8$/i.test(charset)) throw new UnsupportedMediaTypeError(ctx.get('Content-Type'));
+    try {
+      await parse(ctx, async () => undefined);
+    } catch (err) {
+      throw mapBodyError(err, options.limitBytes);
+    }
+    const raw = ctx.request.rawBody ?? '';
+    if (raw.trim() === '') ctx.state.body = undefined;
+    else {
+      if (measureJsonDepth(raw, options.maxDepth) > options.maxDepth) {
+        throw new InvalidDataError(`request body is nested deeper than ${options.maxDepth} levels`, [
+          { path: 'body', message: `must not be nested deeper than ${options.maxDepth} levels` },
+        ]);
+      }
+      ctx.state.body = ctx.request.body;
+    }
+    return next();
+  };
+}

@@ -1,0 +1,148 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createHttpTerminator } from 'http-terminator';
+import type { Registry } from 'prom-client';
+import type { Config } from '../config';
+import type { Logger } from '../logger';
+import { createMetricsRegistry } from '../metrics';
+import { CHANNEL_CHANGED } from '../store/channels';
+import type { Db } from '../store/db';
+import { NotificationListener } from '../store/listener';
+import { createApiApp } from './app';
+import { ExecutionWaiters } from './execution-waiters';
+import { measureLongPolls } from './metrics';
+import { getSpec } from './spec';
+import { TaskSchemaCache } from './task-schemas';
+
+export interface ApiServerDeps {
+  config: Readonly<Config>;
+  /** For the server's own LISTEN connection (the pool cannot hold a LISTEN). */
+  databaseUrl: string;
+  /** Shared with the rest of the process; the server never closes it. */
+  db: Db;
+  log: Logger;
+  registry?: Registry;
+}
+
+export interface ApiServer {
+  server: http.Server;
+  /** `http://host:port` plus the base path. */
+  url: string;
+  port: number;
+  /** Answers open long-polls with 202, finishes in-flight requests, then stops listening. Idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * Node's HTTP timeouts, chosen so a 3600 s long-poll is never cut while slow clients still are:
+ * `requestTimeout` and `headersTimeout` bound only the time to *receive* a request (headers, body),
+ * not the time to answer it; `timeout` (socket inactivity) stays 0 because an idle long-poll is
+ * legitimately silent; `keepAliveTimeout` closes idle connections between requests. Node checks the
+ * first two on an interval (30 s by default), shortened here so short limits are enforced on time.
+ */
+function createHttpServer(config: Readonly<Config>, handler: http.RequestListener): http.Server {
+  const { requestTimeoutMs, headersTimeoutMs, keepAliveTimeoutMs } = config.http;
+  const server = http.createServer(
+    {
+      requestTimeout: requestTimeoutMs,
+      headersTimeout: Math.min(headersTimeoutMs, requestTimeoutMs),
+      keepAliveTimeout: keepAliveTimeoutMs,
+      connectionsCheckingInterval: Math.max(250, Math.min(5000, Math.floor(Math.min(headersTimeoutMs, requestTimeoutMs) / 4))),
+    },
+    handler,
+  );
+  server.timeout = 0;
+  return server;
+}
+
+/**
+ * Starts LISTEN in the background: when the database is down at start-up the server must still come
+ * up (and answer 503), so a failed first connect is retried with backoff until it succeeds; after
+ * that, the listener reconnects by itself.
+ */
+function startListening(listener: NotificationListener, log: Logger): { stop(): void } {
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let attempt = 0;
+  const tryStart = () => {
+    listener.start().catch((err: Error) => {
+      if (stopped) return;
+      const delay = Math.min(5000, 100 * 2 ** attempt++) * (0.5 + Math.random() / 2);
+      log.warn({ err: err.message, attempt }, 'listen connection failed; retrying');
+      timer = setTimeout(tryStart, delay);
+      timer.unref();
+    });
+  };
+  tryStart();
+  return {
+    stop() {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+    },
+  };
+}
+
+function listen(server: http.Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+/** Starts the HTTP API: its own LISTEN connection and long-poll waiters, the Koa app, the server. */
+export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
+  const { config, db, log } = deps;
+  const registry = deps.registry ?? createMetricsRegistry();
+  const listener = new NotificationListener({ url: deps.databaseUrl, channels: [CHANNEL_CHANGED], log });
+  const waiters = new ExecutionWaiters({ db, listener, pollIntervalMs: config.http.waitPollIntervalMs, log });
+  waiters.start();
+  const unmeasure = measureLongPolls(registry, () => waiters.size);
+  const listening = startListening(listener, log);
+  const spec = getSpec();
+  const app = createApiApp({
+    config,
+    db,
+    log,
+    spec,
+    registry,
+    waiters,
+    taskSchemas: new TaskSchemaCache(db),
+    routes: { spec, bodyLimitBytes: config.http.bodyLimitBytes, jsonMaxDepth: config.http.jsonMaxDepth },
+  });
+  const server = createHttpServer(config, app.callback());
+  try {
+    await listen(server, config.port, config.host);
+  } catch (err) {
+    unmeasure();
+    listening.stop();
+    waiters.stop();
+    await listener.stop();
+    throw err;
+  }
+  const port = (server.address() as AddressInfo).port;
+  const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+  const url = `http://${host}:${port}${config.basePath}`;
+  const authOn = config.auth.tokens.length > 0;
+  log.info({ url, auth: authOn ? 'on' : 'off', tokens: undefined }, 'api server listening');
+  if (!authOn) log.warn('authentication is off: no API tokens configured (set STEPWISE_API_TOKENS)');
+  const terminator = createHttpTerminator({ server, gracefulTerminationTimeout: 5000 });
+  let closing: Promise<void> | undefined;
+  return {
+    server,
+    url,
+    port,
+    close() {
+      closing ??= (async () => {
+        unmeasure();
+        listening.stop();
+        waiters.stop();
+        await terminator.terminate();
+        await listener.stop();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,19 @@
+import type Router from '@koa/router';
+import { countExecutionsByTaskAndStatus, listTasks } from '../store/tasks';
+import type { ApiDeps } from './deps';
+import { toTask } from './representations';
+import type { ApiState } from './state';
+import { addOperation } from './typed';
+
+/** The task registry, for dashboards. */
+export function addTaskRoutes(router: Router<ApiState>, deps: ApiDeps): void {
+  addOperation(router, deps.routes, 'listTasks', async () => {
+    const [tasks, counts] = await Promise.all([listTasks(deps.db), countExecutionsByTaskAndStatus(deps.db)]);
+    const byTask = new Map<string, Map<string, number>>();
+    for (const c of counts) {
+      if (!byTask.has(c.task)) byTask.set(c.task, new Map());
+      byTask.get(c.task)?.set(c.status, c.count);
+    }
+    return { status: 200, body: { items: tasks.map((t) => toTask(t, byTask.get(t.name) ?? new Map())) } };
+  });
+}

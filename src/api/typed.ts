@@ -1,0 +1,71 @@
+import type Router from '@koa/router';
+import type { operations } from '../../generated/openapi';
+import type { CompiledSpec } from './spec';
+import { readJsonBody } from './request-body';
+import { validateRequest } from './validation';
+import type { ApiContext, ApiState } from './state';
+
+/** Every operationId of openapi.yaml. */
+export type OperationId = keyof operations;
+type Op<K extends OperationId> = operations[K];
+type Responses<K extends OperationId> = Op<K>['responses'];
+
+/** Handlers answer the success statuses; errors are thrown as AppError and shaped by the error middleware. */
+type SuccessStatus<K extends OperationId> = Extract<keyof Responses<K>, 200 | 201 | 202 | 204>;
+type ContentOf<R> = R extends { content: infer C } ? C : never;
+type BodyOf<R> = ContentOf<R> extends Record<string, infer B> ? B : undefined;
+
+/** One of the responses the spec lists for K, with exactly the body the spec gives that status. */
+export type HandlerResult<K extends OperationId> = {
+  [S in SuccessStatus<K>]: { status: S; body: BodyOf<Responses<K>[S]>; contentType?: string };
+}[SuccessStatus<K>];
+
+type RequestBodyOf<K extends OperationId> = [NonNullable<Op<K>['requestBody']>] extends [never]
+  ? undefined
+  : NonNullable<Op<K>['requestBody']> extends { content: { 'application/json': infer B } }
+    ? undefined extends Op<K>['requestBody']
+      ? B | undefined
+      : B
+    : undefined;
+type ParamsOf<K extends OperationId, Where extends 'path' | 'query'> = [NonNullable<Op<K>['parameters'][Where]>] extends [never]
+  ? Record<string, never>
+  : NonNullable<Op<K>['parameters'][Where]>;
+
+/** A handler's validated input, typed from the generated operation. */
+export interface HandlerInput<K extends OperationId> {
+  params: ParamsOf<K, 'path'>;
+  query: ParamsOf<K, 'query'>;
+  body: RequestBodyOf<K>;
+  ctx: ApiContext;
+}
+
+export type Handler<K extends OperationId> = (input: HandlerInput<K>) => Promise<HandlerResult<K>>;
+
+/** What every route needs besides its handler. */
+export interface RouteOptions {
+  spec: CompiledSpec;
+  bodyLimitBytes: number;
+  jsonMaxDepth: number;
+}
+
+/**
+ * Mounts the handler of `operationId` at the method and path openapi.yaml gives it, behind body
+ * parsing (when the operation takes a body) and request validation. Because the handler's result is
+ * typed from the generated `operations`, a status or body the spec does not list fails the typecheck.
+ */
+export function addOperation<K extends OperationId>(router: Router<ApiState>, options: RouteOptions, operationId: K, handler: Handler<K>): void {
+  const op = options.spec.operations.get(operationId);
+  if (!op) throw new Error(`openapi.yaml has no operation ${operationId}`);
+  const chain = [
+    ...(op.body ? [readJsonBody({ limitBytes: options.bodyLimitBytes, maxDepth: options.jsonMaxDepth })] : []),
+    validateRequest(op),
+    async (ctx: ApiContext) => {
+      const input = ctx.state.input as NonNullable<ApiState['input']>;
+      const result = await handler({ params: input.params, query: input.query, body: input.body, ctx } as HandlerInput<K>);
+      ctx.status = result.status as number;
+      if (result.contentType) ctx.type = result.contentType;
+      ctx.body = result.body;
+    },
+  ];
+  router.register(op.routerPath, [op.method], chain as never, { name: operationId });
+}

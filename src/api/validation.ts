@@ -1,0 +1,53 @@
+import type { Middleware } from 'koa';
+import type { ErrorObject, ValidateFunction } from 'ajv';
+import { isExecutionId } from '../domain/ids';
+import { ExecutionNotFoundError, InvalidDataError, type ErrorDetail } from '../errors';
+import type { SpecOperation } from './spec';
+import type { ApiState } from './state';
+
+const MAX_DETAILS = 20;
+
+/** Ajv's errors as the envelope's `details`: `where` plus the JSON pointer of the offending value. */
+export function toErrorDetails(where: string, errors: readonly ErrorObject[] | null | undefined): ErrorDetail[] {
+  return (errors ?? []).slice(0, MAX_DETAILS).map((e) => {
+    let at = e.instancePath;
+    const params = e.params as Record<string, unknown>;
+    if (typeof params.additionalProperty === 'string') at += `/${params.additionalProperty}`;
+    if (typeof params.missingProperty === 'string') at += `/${params.missingProperty}`;
+    if (typeof params.unevaluatedProperty === 'string') at += `/${params.unevaluatedProperty}`;
+    const message = e.keyword === 'enum' ? `${e.message ?? 'is invalid'}: ${(params.allowedValues as unknown[]).join(', ')}` : (e.message ?? 'is invalid');
+    return { path: `${where}${at}`, message };
+  });
+}
+
+function check(validate: ValidateFunction, value: unknown, where: string, what: string): void {
+  if (!validate(value)) throw new InvalidDataError(`${what} is invalid`, toErrorDetails(where, validate.errors));
+}
+
+/**
+ * Checks a request against its operation in openapi.yaml, in the contract's order: the execution id
+ * first (anything that is not a valid id is simply not found, before any SQL), then path, query and
+ * body. Query values are coerced and defaulted by the schema, then clamped (`x-clamp-maximum`).
+ * The result is `ctx.state.input`.
+ */
+export function validateRequest(op: SpecOperation): Middleware<ApiState> {
+  return async (ctx, next) => {
+    const params = { ...(ctx as unknown as { params?: Record<string, string> }).params };
+    if ('id' in params && !isExecutionId(params.id)) throw new ExecutionNotFoundError(params.id);
+    check(op.validatePath, params, 'path', 'path');
+    // ctx.query is a fresh null-prototype object; copy it so defaults and coercion stay ours.
+    const query: Record<string, unknown> = { ...ctx.query };
+    check(op.validateQuery, query, 'query', 'query');
+    for (const [name, max] of Object.entries(op.clamps)) {
+      if (typeof query[name] === 'number' && (query[name] as number) > max) query[name] = max;
+    }
+    let body = ctx.state.body;
+    if (op.body) {
+      if (body === undefined) {
+        if (op.body.required) throw new InvalidDataError('request body is required', [{ path: 'body', message: 'is required' }]);
+      } else check(op.body.validate, body, 'body', 'request body');
+    }
+    ctx.state.input = { params, query, body };
+    await next();
+  };
+}

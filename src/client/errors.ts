@@ -1,0 +1,52 @@
+import type { components } from '../../generated/openapi';
+
+/** The error codes of openapi.yaml, plus `unexpected_response` for an answer that is not the envelope. */
+export type StepwiseErrorCode = components['schemas']['ErrorCode'] | 'unexpected_response';
+
+/** One failed check of a request, as the server reported it. */
+export type StepwiseErrorDetail = components['schemas']['ErrorDetail'];
+
+/** An error answer from the Stepwise API, typed by its `code` and HTTP `status`. */
+export class StepwiseApiError extends Error {
+  override readonly name = 'StepwiseApiError';
+  constructor(
+    readonly code: StepwiseErrorCode,
+    readonly status: number,
+    message: string,
+    readonly details?: StepwiseErrorDetail[],
+    /** The server's X-Request-Id, to find the request in its logs. */
+    readonly requestId?: string,
+    /** Seconds the server asked to wait before retrying (503). */
+    readonly retryAfterSeconds?: number,
+  ) {
+    super(message);
+  }
+}
+
+/** `wait` reached its deadline while the execution was still running, pending or waiting. */
+export class StepwiseWaitTimeoutError extends Error {
+  override readonly name = 'StepwiseWaitTimeoutError';
+  constructor(
+    readonly executionId: string,
+    /** The last status the server reported. */
+    readonly lastStatus: string,
+  ) {
+    super(`execution ${executionId} is still ${lastStatus} at the wait deadline`);
+  }
+}
+
+function isEnvelope(value: unknown): value is components['schemas']['ErrorEnvelope'] {
+  const error = (value as { error?: { code?: unknown; message?: unknown } } | null)?.error;
+  return typeof error?.code === 'string' && typeof error.message === 'string';
+}
+
+/** Turns a non-2xx answer (its parsed or raw body) into a StepwiseApiError. */
+export function toApiError(response: Response, body: unknown): StepwiseApiError {
+  const requestId = response.headers.get('X-Request-Id') ?? undefined;
+  const retryAfter = Number.parseInt(response.headers.get('Retry-After') ?? '', 10);
+  const retry = Number.isFinite(retryAfter) ? retryAfter : undefined;
+  if (isEnvelope(body)) {
+    return new StepwiseApiError(body.error.code, response.status, body.error.message, body.error.details, requestId, retry);
+  }
+  return new StepwiseApiError('unexpected_response', response.status, `unexpected HTTP ${response.status} answer`, undefined, requestId, retry);
+}

@@ -1,0 +1,149 @@
+import createClient, { type Client } from 'openapi-fetch';
+import type { components, operations, paths } from '../../generated/openapi';
+import { StepwiseApiError, StepwiseWaitTimeoutError, toApiError } from './errors';
+
+export { StepwiseApiError, StepwiseWaitTimeoutError };
+export type { StepwiseErrorCode, StepwiseErrorDetail } from './errors';
+export type { paths, operations, components };
+
+type Schemas = components['schemas'];
+export type Execution = Schemas['Execution'];
+export type ExecutionSummary = Schemas['ExecutionSummary'];
+export type ExecutionStatus = Schemas['ExecutionStatus'];
+export type ExecutionList = Schemas['ExecutionList'];
+export type ScheduledExecution = Schemas['ScheduledExecution'];
+export type CancelledExecution = Schemas['CancelledExecution'];
+export type EventDelivered = Schemas['EventDelivered'];
+export type WaitTimedOut = Schemas['WaitTimedOut'];
+export type Step = Schemas['Step'];
+export type Task = Schemas['Task'];
+export type ErrorEnvelope = Schemas['ErrorEnvelope'];
+export type ListFilter = NonNullable<operations['listExecutions']['parameters']['query']>;
+
+export interface StepwiseClientOptions {
+  /** The server's URL including its base path, such as `http://127.0.0.1:8080` or `https://host/sw`. */
+  baseUrl: string;
+  /** A bearer token, when the server has tokens configured. */
+  token?: string;
+  /** A fetch implementation (tests, proxies, custom agents); defaults to globalThis.fetch. */
+  fetch?: (input: Request) => Promise<Response>;
+}
+
+export interface WaitOptions {
+  /** Seconds each long-poll may last (server maximum 3600). Default 30; Node's fetch cuts at 300. */
+  timeoutSeconds?: number;
+  /** Milliseconds from now after which `wait` gives up with StepwiseWaitTimeoutError. Default: no deadline. */
+  deadlineMs?: number;
+  signal?: AbortSignal;
+}
+
+/** The openapi-fetch result, narrowed to its data or thrown as a StepwiseApiError. */
+async function unwrap<T>(call: Promise<{ data?: T; error?: unknown; response: Response }>): Promise<{ data: T; response: Response }> {
+  const { data, error, response } = await call;
+  if (!response.ok) throw toApiError(response, error);
+  return { data: data as T, response };
+}
+
+function delay(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => (clearTimeout(timer), reject(signal.reason)), { once: true });
+  });
+}
+
+/** True for answers worth retrying inside `wait`: the server or its database is briefly away. */
+function isTransient(err: unknown): boolean {
+  if (err instanceof StepwiseApiError) return err.status === 503 || err.status === 502 || err.status === 504;
+  return err instanceof TypeError; // fetch's network failure
+}
+
+/**
+ * A typed Stepwise client: `raw` is openapi-fetch over the generated paths (every operation, typed
+ * `{ data } | { error }` answers); the helpers return data and throw StepwiseApiError on error answers.
+ */
+export function createStepwiseClient(options: StepwiseClientOptions) {
+  const raw: Client<paths> = createClient<paths>({
+    baseUrl: options.baseUrl.replace(/\/+$/, ''),
+    fetch: options.fetch,
+    headers: options.token ? { Authorization: `Bearer ${options.token}` } : undefined,
+  });
+
+  async function waitOnce(id: string, timeoutSeconds: number, signal?: AbortSignal) {
+    const { data, response } = await unwrap(
+      raw.GET('/api/v1/executions/{id}/wait', { params: { path: { id }, query: { timeout: timeoutSeconds } }, signal }),
+    );
+    return response.status === 200 ? { done: true as const, execution: data as Execution } : { done: false as const, pending: data as WaitTimedOut };
+  }
+
+  return {
+    raw,
+
+    /** Schedules an execution of `task`; with an idempotency key, a repeat returns the same execution. */
+    async schedule(task: string, data?: unknown, opts: { idempotencyKey?: string } = {}): Promise<ScheduledExecution & { created: boolean }> {
+      const body: Schemas['ScheduleExecutionRequest'] = { task };
+      if (data !== undefined) body.data = data;
+      if (opts.idempotencyKey !== undefined) body.idempotency_key = opts.idempotencyKey;
+      const { data: created, response } = await unwrap(raw.POST('/api/v1/executions', { body }));
+      return { ...created, created: response.status === 201 };
+    },
+
+    async get(id: string): Promise<Execution> {
+      return (await unwrap(raw.GET('/api/v1/executions/{id}', { params: { path: { id } } }))).data;
+    },
+
+    async list(filter: ListFilter = {}): Promise<ExecutionList> {
+      return (await unwrap(raw.GET('/api/v1/executions', { params: { query: filter } }))).data;
+    },
+
+    /**
+     * Long-polls until the execution is completed, failed or cancelled and returns it; retries through
+     * brief outages (503, network errors). Throws StepwiseWaitTimeoutError at the deadline.
+     */
+    async wait(id: string, opts: WaitOptions = {}): Promise<Execution> {
+      const perPoll = opts.timeoutSeconds ?? 30;
+      const deadline = opts.deadlineMs === undefined ? Infinity : Date.now() + opts.deadlineMs;
+      let lastStatus = 'pending';
+      let backoffMs = 100;
+      for (;;) {
+        const left = deadline - Date.now();
+        const seconds = Math.max(0, Math.min(perPoll, Math.ceil(left / 1000)));
+        try {
+          const result = await waitOnce(id, seconds, opts.signal);
+          if (result.done) return result.execution;
+          lastStatus = result.pending.status;
+          backoffMs = 100;
+        } catch (err) {
+          if (!isTransient(err) || Date.now() >= deadline) throw err;
+          const hinted = err instanceof StepwiseApiError && err.retryAfterSeconds !== undefined ? err.retryAfterSeconds * 1000 : backoffMs;
+          await delay(Math.min(5000, hinted, Math.max(0, deadline - Date.now())), opts.signal);
+          backoffMs = Math.min(5000, backoffMs * 2);
+        }
+        if (Date.now() >= deadline) throw new StepwiseWaitTimeoutError(id, lastStatus);
+      }
+    },
+
+    /** Cancels a pending, running or waiting execution (again is fine); completed or failed throw 409. */
+    async cancel(id: string): Promise<CancelledExecution> {
+      return (await unwrap(raw.POST('/api/v1/executions/{id}/cancel', { params: { path: { id } } }))).data;
+    },
+
+    /** Delivers event `name` with `payload` (any JSON value) to an execution that waits for it. */
+    async sendEvent(id: string, name: string, payload: unknown = null): Promise<EventDelivered> {
+      return (
+        await unwrap(raw.POST('/api/v1/executions/{id}/events/{event_name}', { params: { path: { id, event_name: name } }, body: payload }))
+      ).data;
+    },
+
+    async listSteps(id: string): Promise<Step[]> {
+      return (await unwrap(raw.GET('/api/v1/executions/{id}/steps', { params: { path: { id } } }))).data.items;
+    },
+
+    async listTasks(): Promise<Task[]> {
+      return (await unwrap(raw.GET('/api/v1/tasks'))).data.items;
+    },
+  };
+}
+
+/** The client `createStepwiseClient` returns. */
+export type StepwiseClient = ReturnType<typeof createStepwiseClient>;

@@ -1,0 +1,110 @@
+import { Writable } from 'node:stream';
+import { startApiServer, type ApiServer } from '../../src/api/server';
+import { createStepwiseClient, type StepwiseClient } from '../../src/client';
+import { loadConfig, type Config } from '../../src/config';
+import { createLogger, type Logger } from '../../src/logger';
+import type { Db } from '../../src/store/db';
+import { createTestDatabase, type TestDatabase } from './db';
+import { findSpecViolations, recordResponse, SpecViolationError, type RecordedResponse } from './spec-matcher';
+
+/** Collects a logger's JSON lines in memory (for tests that read the log). */
+export class LogCapture extends Writable {
+  readonly lines: string[] = [];
+  override _write(chunk: Buffer, _enc: BufferEncoding, done: () => void): void {
+    this.lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+    done();
+  }
+  get text(): string {
+    return this.lines.join('\n');
+  }
+}
+
+export interface TestApi {
+  t: TestDatabase;
+  db: Db;
+  api: ApiServer;
+  config: Readonly<Config>;
+  log: Logger;
+  logs: LogCapture;
+  /** The typed client; every answer it gets is checked against openapi.yaml. */
+  client: StepwiseClient;
+  /** A client with another token (or none), equally spec-checked. */
+  clientWith(token: string | undefined): StepwiseClient;
+  /** Plain fetch for requests the typed client cannot make (malformed, wrong types); spec-checked too. */
+  call(method: string, path: string, init?: { body?: string | Blob; headers?: Record<string, string> }): Promise<RecordedResponse>;
+  /** Every answer any of the above saw that broke the spec (also thrown at the call). */
+  violations: string[];
+  close(): Promise<void>;
+}
+
+export interface TestApiOptions {
+  tokens?: string[];
+  basePath?: string;
+  http?: Partial<Config['http']>;
+  logLevel?: string;
+  /** Use this database pool (and URL) instead of a fresh test database. */
+  db?: { db: Db; url: string };
+}
+
+/**
+ * A real API server on port 0 over a database of its own. Every response that passes through
+ * `client`, `clientWith` or `call` is checked against openapi.yaml; a violation throws at the call
+ * site and is also kept in `violations`, which `close()` asserts empty.
+ */
+export async function startTestApi(options: TestApiOptions = {}): Promise<TestApi> {
+  const t = options.db ? undefined : await createTestDatabase();
+  const db = options.db?.db ?? (t as TestDatabase).db;
+  const url = options.db?.url ?? (t as TestDatabase).url;
+  const config = loadConfig({
+    env: {},
+    overrides: {
+      port: 0,
+      basePath: options.basePath ?? '',
+      'auth.tokens': options.tokens ?? [],
+      ...Object.fromEntries(Object.entries(options.http ?? {}).map(([k, v]) => [`http.${k}`, v])),
+    },
+  });
+  const logs = new LogCapture();
+  const log = createLogger({ level: options.logLevel ?? 'info', destination: logs });
+  const api = await startApiServer({ config, databaseUrl: url, db, log });
+  const base = new URL(api.url);
+  const violations: string[] = [];
+
+  const check = (rec: RecordedResponse) => {
+    const problems = findSpecViolations(rec);
+    if (problems.length > 0) {
+      const message = `${rec.method} ${rec.path} → ${rec.status}: ${problems.join('; ')}`;
+      violations.push(message);
+      throw new SpecViolationError(message);
+    }
+  };
+  const checkingFetch = async (request: Request): Promise<Response> => {
+    const response = await fetch(request);
+    const rec = await recordResponse(request.method, new URL(request.url).pathname.slice(base.pathname.replace(/\/$/, '').length), response.clone());
+    check(rec);
+    return response;
+  };
+  const clientWith = (token: string | undefined) => createStepwiseClient({ baseUrl: api.url, token, fetch: checkingFetch });
+  return {
+    t: t as TestDatabase,
+    db,
+    api,
+    config,
+    log,
+    logs,
+    client: clientWith(options.tokens?.[0]),
+    clientWith,
+    violations,
+    async call(method, path, init = {}) {
+      const response = await fetch(`${api.url}${path}`, { method, body: init.body, headers: init.headers });
+      const rec = await recordResponse(method, path, response);
+      check(rec);
+      return rec;
+    },
+    async close() {
+      await api.close();
+      if (t) await t.drop();
+      expect(violations).toEqual([]);
+    },
+  };
+}
