@@ -39,6 +39,8 @@ export interface SpecOperation {
   queryParams: string[];
   validatePath: ValidateFunction;
   validateQuery: ValidateFunction;
+  /** False for operations marked `x-unknown-query: ignore`: their query string is not checked. */
+  strictQuery: boolean;
   /** Maximums applied after validation (`x-clamp-maximum`): too large is clamped, not rejected. */
   clamps: Record<string, number>;
   body: { required: boolean; validate: ValidateFunction } | undefined;
@@ -136,6 +138,7 @@ function compileOperation(doc: Json, ajvs: { plain: Ajv2020; coercing: Ajv2020 }
     queryParams: queryParams.map((x) => x.value.name as string),
     validatePath: compileParameters(ajvs.plain, pathParams),
     validateQuery: compileParameters(ajvs.coercing, queryParams),
+    strictQuery: op['x-unknown-query'] !== 'ignore',
     clamps,
     body,
     statuses: Object.keys(responses),

@@ -36,8 +36,11 @@ export function validateRequest(op: SpecOperation): Middleware<ApiState> {
     if ('id' in params && !isExecutionId(params.id)) throw new ExecutionNotFoundError(params.id);
     check(op.validatePath, params, 'path', 'path');
     // ctx.query is a fresh null-prototype object; copy it so defaults and coercion stay ours.
-    const query: Record<string, unknown> = { ...ctx.query };
+    const query: Record<string, unknown> = op.strictQuery ? { ...ctx.query } : {};
     check(op.validateQuery, query, 'query', 'query');
+    // Ajv's coercion turns "1e400" and "Infinity" into Infinity after its number checks have run.
+    const infinite = Object.keys(query).filter((name) => typeof query[name] === 'number' && !Number.isFinite(query[name]));
+    if (infinite.length > 0) throw new InvalidDataError('query is invalid', infinite.map((name) => ({ path: `query/${name}`, message: 'must be a finite number' })));
     for (const [name, max] of Object.entries(op.clamps)) {
       if (typeof query[name] === 'number' && (query[name] as number) > max) query[name] = max;
     }

@@ -1,13 +1,14 @@
 import type { TSchema } from '@sinclair/typebox';
 import { parseDuration, type Duration } from '../domain/duration';
+import { toStorableJson } from '../domain/json';
 import type { Logger } from '../logger';
 import type { Db } from '../store/db';
 import { setCurrentStep, type Lease } from '../store/leases';
 import type { StepKind, StepRecord } from '../store/rows';
-import { completeTimedStep, recordStepResult, suspendExecution } from '../store/steps';
+import { completeTimedStep, suspendExecution, type StepResult } from '../store/steps';
 import { retryWhileUnavailable } from './db-retry';
-import { EventTimeoutError, LeaseLostError, NonDeterminismError, SuspendSignal } from './errors';
-import type { TaskContext } from './task';
+import { EventTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError, SuspendSignal } from './errors';
+import type { EventName, EventPayload, TaskContext } from './task';
 
 /** How long a step may run before the execution's current_step is written (fast steps never are). */
 const CURRENT_STEP_DELAY_MS = 20;
@@ -24,6 +25,8 @@ export interface DurableContextOptions {
   log: Logger;
   /** Until when fenced writes may be retried through a database outage (the lease's end). */
   writeDeadline: () => number;
+  /** Records a completed step durably; resolves false when the lease was lost (group-committed). */
+  recordStep: (step: StepResult) => Promise<boolean>;
   onStep?: (name: string, kind: StepKind, durationMs: number) => void;
 }
 
@@ -66,9 +69,15 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     } finally {
       clearTimeout(timer);
     }
+    try {
+      toStorableJson(result, `the result of step ${JSON.stringify(key)}`);
+    } catch (err) {
+      // Running the step again would produce the same unstorable value: fail without retries.
+      throw new NonRetryableError((err as Error).message);
+    }
     // The current_step write must not land after the record that clears it.
     if (marking) await marking;
-    const landed = await this.write(() => recordStepResult(this.options.db, this.options.lease, seq, key, result));
+    const landed = await this.write(() => this.options.recordStep({ ...this.options.lease, seq, name: key, result }));
     if (!landed) throw new LeaseLostError(this.executionId);
     this.options.onStep?.(key, 'step', Date.now() - started);
     return result;
@@ -85,12 +94,12 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     await this.pause(name, 'sleep', { wakeAt });
   }
 
-  async waitForEvent<K extends keyof E & string>(name: K, options: { timeout?: Duration } = {}): Promise<import('@sinclair/typebox').Static<E[K]>> {
+  async waitForEvent<K extends EventName<E>>(name: K, options: { timeout?: Duration } = {}): Promise<EventPayload<E, K>> {
     const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, `waitForEvent ${JSON.stringify(name)} timeout`);
     const outcome = await this.pause(name, 'event', timeoutMs === undefined ? { wakeAt: null } : { delayMs: timeoutMs });
     const result = outcome as { payload?: unknown; timed_out?: boolean } | undefined;
     if (!result || result.timed_out) throw new EventTimeoutError(name);
-    return result.payload as import('@sinclair/typebox').Static<E[K]>;
+    return result.payload as EventPayload<E, K>;
   }
 
   /**

@@ -3,6 +3,11 @@ import type { Duration } from '../domain/duration';
 import type { RetryPolicy } from '../domain/retry';
 import type { Logger } from '../logger';
 
+/** Event names a handler may wait for: the declared ones, or any name when the task declares none. */
+export type EventName<E extends Record<string, TSchema>> = [keyof E] extends [never] ? string : keyof E & string;
+/** The payload type of an event: from its schema, or unknown when undeclared. */
+export type EventPayload<E extends Record<string, TSchema>, K extends string> = K extends keyof E ? Static<E[K]> : unknown;
+
 /** The durable context a handler receives. Everything on it survives crashes and retries. */
 export interface TaskContext<E extends Record<string, TSchema> = Record<string, TSchema>> {
   /** The execution being run. */
@@ -26,7 +31,7 @@ export interface TaskContext<E extends Record<string, TSchema> = Record<string, 
    * Pauses until a client delivers the event `name`, and returns its payload (typed from the task's
    * `events` schema). On timeout it throws EventTimeoutError.
    */
-  waitForEvent<K extends keyof E & string>(name: K, options?: { timeout?: Duration }): Promise<Static<E[K]>>;
+  waitForEvent<K extends EventName<E>>(name: K, options?: { timeout?: Duration }): Promise<EventPayload<E, K>>;
 }
 
 export interface TaskOptions<D extends TSchema, E extends Record<string, TSchema>, R> {

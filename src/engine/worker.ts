@@ -6,8 +6,10 @@ import type { Db } from '../store/db';
 import { claimExecutions, completeExecutions, failExecution, releaseExecutions, renewLeases, type ClaimedExecution, type Completion, type Lease } from '../store/leases';
 import { NotificationListener } from '../store/listener';
 import type { StepKind } from '../store/rows';
-import { loadSteps } from '../store/steps';
+import { loadSteps, recordStepResults, stepKey, type StepResult } from '../store/steps';
 import { upsertTasks } from '../store/tasks';
+import { isDatabaseUnavailable } from '../errors';
+import { toStorableJson } from '../domain/json';
 import { retryWhileUnavailable } from './db-retry';
 import { DurableContext } from './durable-context';
 import { isNonRetryable, LeaseLostError, SuspendSignal } from './errors';
@@ -42,6 +44,8 @@ interface Active {
   controller: AbortController;
   done: Promise<void>;
   leaseExpiresAt: number;
+  /** True while the handler itself runs; false once only its final write is pending. */
+  inHandler: boolean;
 }
 
 type WorkerState = 'created' | 'running' | 'stopping' | 'stopped';
@@ -59,6 +63,7 @@ export class Worker {
   private readonly active = new Map<string, Active>();
   private readonly listener: NotificationListener;
   private readonly completions: GroupCommitter<Completion, string>;
+  private readonly stepRecords: GroupCommitter<StepResult, string>;
   private readonly concurrency: number;
   private readonly leaseMs: number;
   private readonly pollIntervalMs: number;
@@ -79,12 +84,25 @@ export class Worker {
     this.listener = new NotificationListener({ url: options.databaseUrl, channels: [CHANNEL_WORK, CHANNEL_CANCEL], log: options.log });
     this.listener.on('notification', (channel: string, payload: string) => this.onNotification(channel, payload));
     this.listener.on('connected', () => this.wake());
-    this.completions = new GroupCommitter((items) => completeExecutions(options.db, items), (c) => c.id);
+    this.completions = new GroupCommitter((items) => completeExecutions(options.db, items), (c) => c.id, isDatabaseUnavailable);
+    this.stepRecords = new GroupCommitter((items) => recordStepResults(options.db, items), (s) => stepKey(s.id, s.seq), isDatabaseUnavailable);
   }
 
-  /** Executions this worker is running now. */
+  /** Handlers running now. */
+  private running = 0;
+
+  /** Executions this worker holds now (running handlers and final writes in flight). */
   get busy(): number {
     return this.active.size;
+  }
+
+  /**
+   * Slots free for claiming. A slot frees as soon as its handler returns, so claiming overlaps with
+   * the completion commit; held executions beyond twice the concurrency (a slow database) still
+   * throttle claiming, so memory and leases stay bounded.
+   */
+  private freeSlots(): number {
+    return this.concurrency - this.running - Math.max(0, this.active.size - this.running - this.concurrency);
   }
 
   /** Records the tasks in the database, starts listening and claiming. */
@@ -164,7 +182,7 @@ export class Worker {
     let backoff = 100;
     const tasks = this.registry.names();
     while (this.state === 'running') {
-      const free = this.concurrency - this.active.size;
+      const free = this.freeSlots();
       if (free <= 0) {
         await this.idleWait(this.pollIntervalMs);
         this.wakeRequested = false;
@@ -189,7 +207,7 @@ export class Worker {
       }
       if (claimed.length > 0) this.options.observer?.claimed?.(claimed);
       for (const c of claimed) this.startExecution(c);
-      this.options.observer?.slots?.(this.active.size, this.concurrency - this.active.size);
+      this.options.observer?.slots?.(this.running, this.concurrency - this.running);
       // A full batch means more may be due: claim again at once.
       if (claimed.length < free) await this.idleWait(this.pollIntervalMs);
     }
@@ -199,13 +217,22 @@ export class Worker {
     const { execution } = claimed;
     const lease: Lease = { id: execution.id, token: execution.leaseToken as string };
     const controller = new AbortController();
-    const entry: Active = { lease, task: execution.task, controller, done: Promise.resolve(), leaseExpiresAt: Date.now() + this.leaseMs };
+    const entry: Active = { lease, task: execution.task, controller, done: Promise.resolve(), leaseExpiresAt: Date.now() + this.leaseMs, inHandler: true };
     this.active.set(execution.id, entry);
+    this.running += 1;
     entry.done = this.runExecution(claimed, entry).finally(() => {
+      this.leaveHandler(entry);
       this.active.delete(execution.id);
-      this.options.observer?.slots?.(this.active.size, this.concurrency - this.active.size);
-      this.wake();
     });
+  }
+
+  /** The handler returned or threw: its slot is free, whatever its final write still has to do. */
+  private leaveHandler(entry: Active): void {
+    if (!entry.inHandler) return;
+    entry.inHandler = false;
+    this.running -= 1;
+    this.options.observer?.slots?.(this.running, this.concurrency - this.running);
+    this.wake();
   }
 
   private async runExecution(claimed: ClaimedExecution, entry: Active): Promise<void> {
@@ -229,10 +256,13 @@ export class Worker {
         signal: entry.controller.signal,
         log,
         writeDeadline,
+        recordStep: (step) => this.stepRecords.submit(step),
         onStep: (_name, kind, ms) => this.options.observer?.step?.(execution.task, kind, ms),
       });
       const output = await registered.def.run(ctx as never, execution.data as never);
+      this.leaveHandler(entry);
       if (entry.controller.signal.aborted) throw entry.controller.signal.reason;
+      toStorableJson(output, 'the handler\'s return value');
       const landed = await retryWhileUnavailable(() => this.completions.submit({ ...entry.lease, output }), writeDeadline());
       if (landed) {
         log.debug({ durationMs: Date.now() - started }, 'execution completed');
@@ -247,6 +277,7 @@ export class Worker {
   }
 
   private async handleFailure(err: unknown, claimed: ClaimedExecution, entry: Active, log: Logger, started: number): Promise<void> {
+    this.leaveHandler(entry);
     const { execution } = claimed;
     const durationMs = Date.now() - started;
     if (err instanceof SuspendSignal) {
