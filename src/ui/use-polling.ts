@@ -12,7 +12,7 @@ export interface Polled<T> {
 /**
  * Loads with `load` when `deps` change, then again `intervalMs` after each load finishes while
  * `enabled`: requests never overlap, and a slow server slows the refresh rather than piling up calls.
- * Answers for outdated deps are dropped.
+ * Answers for outdated deps are dropped; a hidden tab skips its refreshes.
  */
 export function usePolling<T>(load: () => Promise<T>, deps: readonly unknown[], options: { intervalMs: number; enabled: boolean }): Polled<T> {
   const [state, setState] = useState<{ data?: T; error?: unknown; loadedAt?: number; key: unknown[] }>({ key: [] });
@@ -23,7 +23,12 @@ export function usePolling<T>(load: () => Promise<T>, deps: readonly unknown[], 
     let stopped = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const key = [...deps];
-    const run = async () => {
+    const run = async (first = false) => {
+      // A background tab (an operator's forgotten dashboard) asks nothing until it is shown again.
+      if (!first && document.visibilityState === 'hidden') {
+        timer = setTimeout(run, options.intervalMs);
+        return;
+      }
       try {
         const data = await loadRef.current();
         if (!stopped) setState({ data, error: undefined, loadedAt: Date.now(), key });
@@ -32,7 +37,7 @@ export function usePolling<T>(load: () => Promise<T>, deps: readonly unknown[], 
       }
       if (!stopped && options.enabled) timer = setTimeout(run, options.intervalMs);
     };
-    void run();
+    void run(true);
     return () => {
       stopped = true;
       clearTimeout(timer);
