@@ -13,6 +13,8 @@ import { assignRequestId } from './request-id';
 import type { ApiState } from './state';
 import { addTaskRoutes } from './tasks';
 import { addWaitRoute } from './wait';
+import { serveApiReference } from './docs';
+import { serveDashboard } from './ui';
 
 /** Answers what no route took: 405 with Allow when the path exists under another method, else 404. */
 function rejectUnrouted(router: Router<ApiState>): Koa.Middleware<ApiState> {
@@ -52,6 +54,9 @@ export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   app.use(handleErrors(deps.log));
   app.use(requireBearerToken(deps.config.auth.tokens, (path) => path.startsWith(apiPrefix) && !publicPaths.has(path)));
   app.use(router.routes());
+  // Dashboard and API reference: public pages and assets; the API calls they make need the token.
+  app.use(serveDashboard({ basePath: base }));
+  app.use(serveApiReference({ basePath: base }));
   app.use(rejectUnrouted(router));
   return app;
 }
