@@ -10,6 +10,7 @@ import { NotificationListener } from '../store/listener';
 import { createApiApp } from './app';
 import { ExecutionWaiters } from './execution-waiters';
 import { measureLongPolls } from './metrics';
+import { measureQueue } from './queue-metrics';
 import { getSpec } from './spec';
 import { TaskSchemaCache } from './task-schemas';
 import { createScheduler } from './scheduler';
@@ -119,6 +120,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   const waiters = new ExecutionWaiters({ db, listener, pollIntervalMs: config.http.waitPollIntervalMs, log });
   waiters.start();
   const unmeasure = measureLongPolls(registry, () => waiters.size);
+  measureQueue(registry, db);
   const listening = startListening(listener, log);
   const spec = getSpec();
   const app = createApiApp({

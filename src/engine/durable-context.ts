@@ -77,7 +77,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     }
     // The current_step write must not land after the record that clears it.
     if (marking) await marking;
-    const landed = await this.write(() => this.options.recordStep({ ...this.options.lease, seq, name: key, result }));
+    const landed = await this.write(() => this.options.recordStep({ ...this.options.lease, seq, name: key, result, startedAt: new Date(started) }));
     if (!landed) throw new LeaseLostError(this.executionId);
     this.options.onStep?.(key, 'step', Date.now() - started);
     return result;

@@ -18,6 +18,8 @@ export interface StepResult extends Lease {
   seq: number;
   name: string;
   result: unknown;
+  /** When the step's function started (its row is written only when it finishes). */
+  startedAt: Date;
 }
 
 /** Key of a step result in the set `recordStepResults` returns. */
@@ -35,7 +37,7 @@ export async function recordStepResults(db: Db, items: readonly StepResult[]): P
     db,
     'stepwise_record_steps',
     `WITH input AS (
-       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::jsonb[]) AS i(id, token, seq, name, result)
+       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::jsonb[], $6::timestamptz[]) AS i(id, token, seq, name, result, started_at)
      ),
      fence AS (
        UPDATE stepwise.executions e
@@ -44,18 +46,18 @@ export async function recordStepResults(db: Db, items: readonly StepResult[]): P
         WHERE e.id = c.id AND e.lease_token = c.token AND e.status = 'running'
         RETURNING e.id, e.lease_token
      )
-     INSERT INTO stepwise.steps (execution_id, seq, name, kind, completed, result, completed_at)
-     SELECT i.id, i.seq, i.name, 'step', true, i.result, now()
+     INSERT INTO stepwise.steps (execution_id, seq, name, kind, completed, result, started_at, completed_at)
+     SELECT i.id, i.seq, i.name, 'step', true, i.result, least(i.started_at, now()), now()
        FROM input i JOIN fence f ON f.id = i.id AND f.lease_token = i.token
      RETURNING execution_id, seq`,
-    [items.map((i) => i.id), items.map((i) => i.token), items.map((i) => i.seq), items.map((i) => i.name), items.map((i) => toJsonb(i.result))],
+    [items.map((i) => i.id), items.map((i) => i.token), items.map((i) => i.seq), items.map((i) => i.name), items.map((i) => toJsonb(i.result)), items.map((i) => i.startedAt)],
   );
   return new Set(rows.map((r) => stepKey(r.execution_id, r.seq)));
 }
 
 /** Records one completed step (see recordStepResults). */
-export async function recordStepResult(db: Db, lease: Lease, seq: number, name: string, result: unknown): Promise<boolean> {
-  const landed = await recordStepResults(db, [{ ...lease, seq, name, result }]);
+export async function recordStepResult(db: Db, lease: Lease, seq: number, name: string, result: unknown, startedAt = new Date()): Promise<boolean> {
+  const landed = await recordStepResults(db, [{ ...lease, seq, name, result, startedAt }]);
   return landed.has(stepKey(lease.id, seq));
 }
 

@@ -40,6 +40,14 @@ const loop = defineTask({
   },
 });
 
+const slowStep = defineTask({
+  name: 'slow-step',
+  async run(ctx) {
+    await ctx.step('slow', () => new Promise((r) => setTimeout(() => r('done'), 150)));
+    return 'ok';
+  },
+});
+
 const fatal = defineTask({
   name: 'fatal',
   retry: { maxAttempts: 5, initialDelay: 10 },
@@ -108,7 +116,7 @@ async function finished(id: string) {
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  worker = await startWorker(t, [memo, loop, fatal, flaky, sleeper, approval, blocker] as never);
+  worker = await startWorker(t, [memo, loop, slowStep, fatal, flaky, sleeper, approval, blocker] as never);
 });
 afterAll(async () => {
   await worker.stop();
@@ -133,6 +141,13 @@ describe('durable steps', () => {
     expect(e.output).toEqual([0, 10, 20]);
     const steps = await loadSteps(t.db, id);
     expect(steps.map((s) => s.name)).toEqual(['item', 'item#2', 'item#3']);
+  });
+
+  test("a step's history row spans from when its function started to when its result committed", async () => {
+    const id = await schedule('slow-step', null);
+    await finished(id);
+    const [step] = await loadSteps(t.db, id);
+    expect(step.completedAt!.getTime() - step.startedAt.getTime()).toBeGreaterThanOrEqual(140);
   });
 
   test('NonRetryableError fails the execution at once', async () => {
