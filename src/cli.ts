@@ -63,7 +63,9 @@ export function buildProgram(): Command {
       });
       stopOnSignals(running, config, log);
       log.info({ url: running.url }, 'stepwise dev is ready');
-      process.stdout.write(`\nStepwise is running at ${running.url}/api/v1\n  Stop with Ctrl-C.\n\n`);
+      process.stdout.write(
+        `\nStepwise is running at ${running.url}/api/v1\n  dashboard:     ${running.url}/ui\n  API reference: ${running.url}/docs\n  Stop with Ctrl-C.\n\n`,
+      );
     });
 
   program
