@@ -130,3 +130,39 @@ describe('stepwise command line', () => {
     }
   });
 });
+
+describe('stepwise worker signals', () => {
+  function startWorker(env: NodeJS.ProcessEnv) {
+    const child = spawn(process.execPath, [BIN, 'worker', '--tasks', 'test/fixtures/crash-tasks.ts'], {
+      cwd: ROOT,
+      env: { ...process.env, STEPWISE_FROM_SOURCE: '1', LOG_LEVEL: 'info', DATABASE_URL: t.url, SIDE_EFFECT_LOG: '/dev/null', HANG_IN_STEP_TWO: '1', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', r));
+    return { child, exited, output: () => out };
+  }
+
+  test('SIGTERM drains for the grace period, then releases the execution; a second signal exits at once', async () => {
+    // One SIGTERM: the hung handler gets the grace period, then its execution is handed back.
+    const graceful = startWorker({ STEPWISE_SHUTDOWN_GRACE_MS: '1000' });
+    const [{ execution: first }] = await insertExecutions(t.db, [{ task: 'crashy', data: { key: 'sig-1' } }]);
+    await waitUntil(async () => (await getExecution(t.db, first.id))?.status === 'running', 'the first execution to run');
+    graceful.child.kill('SIGTERM');
+    expect(await graceful.exited).toBe(0);
+    expect(graceful.output()).toContain('worker released executions');
+    expect(await getExecution(t.db, first.id)).toMatchObject({ status: 'pending', leaseToken: null });
+
+    // A second signal does not wait for a 60 s grace period.
+    const impatient = startWorker({ STEPWISE_SHUTDOWN_GRACE_MS: '60000' });
+    await waitUntil(async () => (await getExecution(t.db, first.id))?.status === 'running', 'the execution to run again');
+    impatient.child.kill('SIGTERM');
+    await waitUntil(() => impatient.output().includes('worker draining'), 'the worker to start draining');
+    const secondAt = Date.now();
+    impatient.child.kill('SIGTERM');
+    expect(await impatient.exited).toBe(1);
+    expect(Date.now() - secondAt).toBeLessThan(5000);
+  });
+});
