@@ -4,7 +4,7 @@ SHELL := /bin/bash
 NPM_STAMP := node_modules/.install-stamp
 BIN := node_modules/.bin
 
-.PHONY: help install run test check generate check-generated typecheck lint-spec build bench chaos fuzz soak clean
+.PHONY: help install chromium run test check generate check-generated typecheck lint-spec build bench chaos fuzz soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -18,7 +18,10 @@ install: $(NPM_STAMP) ## install dependencies (npm ci) when missing or stale
 run: $(NPM_STAMP) ## embedded PostgreSQL + migrations + API + worker with the example tasks
 	node bin/stepwise.js dev $(ARGS)
 
-test: $(NPM_STAMP) ## every test, against embedded PostgreSQL unless DATABASE_URL is set
+chromium: ## Debian's chromium for the dashboard's browser test (apt-get, when missing)
+	@bash scripts/install-chromium.sh
+
+test: $(NPM_STAMP) chromium ## every test, against embedded PostgreSQL unless DATABASE_URL is set
 	$(BIN)/jest $(JEST_ARGS)
 
 generate: $(NPM_STAMP) ## regenerate generated/ from openapi.yaml

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 'use strict';
 // The `stepwise` command. Runs the compiled CLI when dist/ exists, else the TypeScript source through
-// tsx; in that case `import ... from 'stepwise'` in task modules resolves to the same source files.
+// tsx. From source, `import ... from 'stepwise'` in task modules must reach the same source files
+// (the package's `stepwise-source` export condition), for CommonJS and ES modules alike.
 const fs = require('node:fs');
 const path = require('node:path');
 
@@ -11,8 +12,15 @@ let cli;
 if (fs.existsSync(dist) && process.env.STEPWISE_FROM_SOURCE !== '1') {
   cli = require(dist);
 } else {
-  require('tsx/cjs');
   const Module = require('node:module');
+  Module.register(
+    'data:text/javascript,' +
+      encodeURIComponent(
+        "export async function resolve(s, c, next) { return next(s, { ...c, conditions: [...c.conditions, 'stepwise-source'] }); }",
+      ),
+  );
+  require('tsx/cjs');
+  require('tsx/esm');
   const own = { stepwise: path.join(root, 'src', 'index.ts'), 'stepwise/client': path.join(root, 'src', 'client', 'index.ts') };
   const resolve = Module._resolveFilename;
   Module._resolveFilename = function (request, ...rest) {

@@ -12,6 +12,8 @@ import { assignRequestId } from './request-id';
 import type { ApiState } from './state';
 import { addTaskRoutes } from './tasks';
 import { addWaitRoute } from './wait';
+import { serveApiReference } from './docs';
+import { serveDashboard } from './ui';
 
 /** Answers what no route took: 405 with Allow when the path exists under another method, else 404. */
 function rejectUnrouted(router: Router<ApiState>): Koa.Middleware<ApiState> {
@@ -46,6 +48,9 @@ export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   app.use(logRequests(deps.log));
   app.use(handleErrors(deps.log));
   app.use(router.routes());
+  // Dashboard and API reference: public pages and assets; the API calls they make need the token.
+  app.use(serveDashboard({ basePath: base }));
+  app.use(serveApiReference({ basePath: base }));
   app.use(rejectUnrouted(router));
   return app;
 }

@@ -2,8 +2,9 @@ import type { Registry } from 'prom-client';
 import type { Config } from '../config';
 import type { Logger } from '../logger';
 import type { Db } from '../store/db';
+import type { GroupCommitter } from '../group-commit';
+import type { NewExecution, ScheduleResult } from '../store/executions';
 import type { ExecutionWaiters } from './execution-waiters';
-import type { ScheduleBatcher } from './schedule-batcher';
 import type { CompiledSpec } from './spec';
 import type { TaskSchemaCache } from './task-schemas';
 import type { RouteOptions } from './typed';
@@ -17,6 +18,7 @@ export interface ApiDeps {
   registry: Registry;
   waiters: ExecutionWaiters;
   taskSchemas: TaskSchemaCache;
-  scheduler: ScheduleBatcher;
   routes: RouteOptions;
+  /** Concurrent schedule requests share one INSERT and one commit (see createScheduler). */
+  scheduler: GroupCommitter<NewExecution, ScheduleResult>;
 }

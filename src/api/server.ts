@@ -11,9 +11,10 @@ import { createApiApp } from './app';
 import { requireBearerToken } from './auth';
 import { ExecutionWaiters } from './execution-waiters';
 import { measureLongPolls } from './metrics';
-import { ScheduleBatcher } from './schedule-batcher';
+import { measureQueue } from './queue-metrics';
 import { getSpec } from './spec';
 import { TaskSchemaCache } from './task-schemas';
+import { createScheduler } from './scheduler';
 
 export interface ApiServerDeps {
   config: Readonly<Config>;
@@ -120,6 +121,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   const waiters = new ExecutionWaiters({ db, listener, pollIntervalMs: config.http.waitPollIntervalMs, log });
   waiters.start();
   const unmeasure = measureLongPolls(registry, () => waiters.size);
+  measureQueue(registry, db);
   const listening = startListening(listener, log);
   const spec = getSpec();
   const app = createApiApp({
@@ -130,7 +132,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     registry,
     waiters,
     taskSchemas: new TaskSchemaCache(db),
-    scheduler: new ScheduleBatcher(db),
+    scheduler: createScheduler(db),
     routes: {
       spec,
       authenticate: requireBearerToken(config.auth.tokens),

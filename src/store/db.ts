@@ -46,6 +46,27 @@ export async function queryRows<T>(db: Knex | Knex.Transaction, sql: string, bin
   return result.rows;
 }
 
+interface PoolClient {
+  acquireConnection(): Promise<pg.ClientBase>;
+  releaseConnection(connection: pg.ClientBase): Promise<void>;
+}
+
+/**
+ * Runs a hot-path statement as a named prepared statement on a connection of the knex pool: Postgres
+ * parses and plans it once per connection instead of on every call. `text` uses $1..$n placeholders.
+ * Only for statements outside a transaction.
+ */
+export async function preparedRows<T>(db: Knex, name: string, text: string, values: readonly unknown[]): Promise<T[]> {
+  const client = db.client as unknown as PoolClient;
+  const connection = await client.acquireConnection();
+  try {
+    const result = await connection.query<T & pg.QueryResultRow>({ name, text, values: values as unknown[] });
+    return result.rows;
+  } finally {
+    await client.releaseConnection(connection);
+  }
+}
+
 /** True when the database answers a trivial query. */
 export async function pingDb(db: Knex): Promise<boolean> {
   try {

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { newExecutionId } from '../domain/ids';
 import type { ExecutionStatus } from '../domain/status';
-import { queryRows, type Db } from './db';
+import { preparedRows, queryRows, type Db } from './db';
 import { CHANNEL_CHANGED, CHANNEL_CANCEL, CHANNEL_WORK } from './channels';
 import { rowToExecution, toJsonb, type ExecutionRecord, type ExecutionRow } from './rows';
 
@@ -27,16 +27,17 @@ export interface ScheduleResult {
  */
 export async function insertExecutions(db: Db, items: readonly NewExecution[]): Promise<ScheduleResult[]> {
   const ids = items.map(() => newExecutionId());
-  const inserted = await queryRows<ExecutionRow>(
+  const inserted = await preparedRows<ExecutionRow>(
     db,
+    'stepwise_insert_executions',
     `WITH input AS (
-       SELECT * FROM unnest(?::uuid[], ?::text[], ?::jsonb[], ?::text[]) WITH ORDINALITY
+       SELECT * FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[]) WITH ORDINALITY
          AS t(id, task, data, idempotency_key, ord)
      ),
      ins AS (
        INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, due_at)
        SELECT id, task, 'pending', data, idempotency_key, now() FROM input ORDER BY ord
-       ON CONFLICT (idempotency_key) DO NOTHING
+       ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
        RETURNING *
      )
      SELECT ins.*, pg_notify('${CHANNEL_WORK}', ins.task) IS NULL AS _n FROM ins`,
@@ -63,7 +64,7 @@ export async function insertExecutions(db: Db, items: readonly NewExecution[]): 
 }
 
 export async function getExecution(db: Db, id: string): Promise<ExecutionRecord | undefined> {
-  const rows = await queryRows<ExecutionRow>(db, 'SELECT * FROM stepwise.executions WHERE id = ?', [id]);
+  const rows = await preparedRows<ExecutionRow>(db, 'stepwise_get_execution', 'SELECT * FROM stepwise.executions WHERE id = $1', [id]);
   return rows[0] ? rowToExecution(rows[0]) : undefined;
 }
 

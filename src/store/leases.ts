@@ -1,4 +1,4 @@
-import { queryRows, type Db } from './db';
+import { preparedRows, queryRows, type Db } from './db';
 import { CHANNEL_CHANGED, CHANNEL_WORK } from './channels';
 import { rowToExecution, toJsonb, type ExecutionError, type ExecutionRecord, type ExecutionRow } from './rows';
 
@@ -27,25 +27,30 @@ export interface Lease {
  */
 export async function claimExecutions(db: Db, tasks: readonly string[], limit: number, leaseMs: number): Promise<ClaimedExecution[]> {
   if (limit <= 0 || tasks.length === 0) return [];
-  const rows = await queryRows<ExecutionRow & { previous_status: ClaimedExecution['previousStatus']; claimed_at: Date }>(
+  // The outer UPDATE finds the rows by primary key (id = ANY), never by joining the CTE, which the
+  // planner would turn into a scan of the whole table. SET expressions read the row's old values.
+  const rows = await preparedRows<ExecutionRow & { previous_status: ClaimedExecution['previousStatus']; claimed_at: Date }>(
     db,
+    'stepwise_claim',
     `WITH due AS (
-       SELECT id, status AS previous_status FROM stepwise.executions
-        WHERE status IN ('pending','running','waiting') AND due_at <= now() AND task = ANY(?::text[])
+       SELECT id, status FROM stepwise.executions
+        WHERE status IN ('pending','running','waiting') AND due_at <= now() AND task = ANY($1::text[])
         ORDER BY due_at
-        LIMIT ?
+        LIMIT $2
         FOR UPDATE SKIP LOCKED
+     ),
+     claimed AS (
+       UPDATE stepwise.executions e
+          SET status = 'running',
+              attempt = e.attempt + CASE WHEN e.status = 'waiting' THEN 0 ELSE 1 END,
+              lease_token = gen_random_uuid(),
+              due_at = now() + make_interval(secs => $3),
+              started_at = coalesce(e.started_at, now()),
+              wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL
+        WHERE e.id = ANY(ARRAY(SELECT id FROM due))
+        RETURNING e.*
      )
-     UPDATE stepwise.executions e
-        SET status = 'running',
-            attempt = e.attempt + CASE WHEN due.previous_status = 'waiting' THEN 0 ELSE 1 END,
-            lease_token = gen_random_uuid(),
-            due_at = now() + make_interval(secs => ?),
-            started_at = coalesce(e.started_at, now()),
-            wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL
-       FROM due
-      WHERE e.id = due.id
-      RETURNING e.*, due.previous_status, now() AS claimed_at`,
+     SELECT claimed.*, due.status AS previous_status, now() AS claimed_at FROM claimed JOIN due USING (id)`,
     [tasks, limit, leaseMs / 1000],
   );
   return rows.map((r) => ({ execution: rowToExecution(r), previousStatus: r.previous_status, claimedAt: r.claimed_at }));
@@ -54,10 +59,11 @@ export async function claimExecutions(db: Db, tasks: readonly string[], limit: n
 /** Extends the leases this worker still holds; returns the ids it still holds. */
 export async function renewLeases(db: Db, leases: readonly Lease[], leaseMs: number): Promise<Set<string>> {
   if (leases.length === 0) return new Set();
-  const rows = await queryRows<{ id: string }>(
+  const rows = await preparedRows<{ id: string }>(
     db,
-    `UPDATE stepwise.executions e SET due_at = now() + make_interval(secs => ?)
-       FROM unnest(?::uuid[], ?::uuid[]) AS l(id, token)
+    'stepwise_renew',
+    `UPDATE stepwise.executions e SET due_at = now() + make_interval(secs => $1)
+       FROM unnest($2::uuid[], $3::uuid[]) AS l(id, token)
       WHERE e.id = l.id AND e.lease_token = l.token AND e.status = 'running'
       RETURNING e.id`,
     [leaseMs / 1000, leases.map((l) => l.id), leases.map((l) => l.token)],
@@ -77,13 +83,14 @@ export interface Completion extends Lease {
  */
 export async function completeExecutions(db: Db, items: readonly Completion[]): Promise<Set<string>> {
   if (items.length === 0) return new Set();
-  const rows = await queryRows<{ id: string }>(
+  const rows = await preparedRows<{ id: string }>(
     db,
+    'stepwise_complete',
     `WITH done AS (
        UPDATE stepwise.executions e
           SET status = 'completed', output = c.output, completed_at = now(), due_at = NULL,
               lease_token = NULL, current_step = NULL, error = NULL
-         FROM unnest(?::uuid[], ?::uuid[], ?::jsonb[]) AS c(id, token, output)
+         FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS c(id, token, output)
         WHERE e.id = c.id AND e.lease_token = c.token AND e.status = 'running'
         RETURNING e.id
      )
@@ -93,10 +100,13 @@ export async function completeExecutions(db: Db, items: readonly Completion[]): 
   return new Set(rows.map((r) => r.id));
 }
 
-/** Marks an attempt failed: retried at `retryAt` when given, else the execution is failed for good. */
-export async function failExecution(db: Db, lease: Lease, error: ExecutionError, retryAt: Date | null): Promise<boolean> {
+/**
+ * Marks an attempt failed: retried after `retryDelayMs` (on the database clock) when given, else the
+ * execution is failed for good. Fenced like every worker write.
+ */
+export async function failExecution(db: Db, lease: Lease, error: ExecutionError, retryDelayMs: number | null): Promise<boolean> {
   const rows =
-    retryAt === null
+    retryDelayMs === null
       ? await queryRows<{ id: string }>(
           db,
           `UPDATE stepwise.executions
@@ -108,10 +118,10 @@ export async function failExecution(db: Db, lease: Lease, error: ExecutionError,
       : await queryRows<{ id: string }>(
           db,
           `UPDATE stepwise.executions
-              SET status = 'pending', error = ?::jsonb, due_at = ?, lease_token = NULL, current_step = NULL
+              SET status = 'pending', error = ?::jsonb, due_at = now() + make_interval(secs => ?), lease_token = NULL, current_step = NULL
             WHERE id = ? AND lease_token = ? AND status = 'running'
             RETURNING id`,
-          [toJsonb(error), retryAt, lease.id, lease.token],
+          [toJsonb(error), retryDelayMs / 1000, lease.id, lease.token],
         );
   return rows.length > 0;
 }

@@ -1,36 +1,72 @@
-import { queryRows, type Db } from './db';
+import { preparedRows, queryRows, type Db } from './db';
 import type { Lease } from './leases';
 import { rowToStep, toJsonb, type StepKind, type StepRecord, type StepRow } from './rows';
 
 /** The durable history of an execution, in call order. */
 export async function loadSteps(db: Db, executionId: string): Promise<StepRecord[]> {
-  const rows = await queryRows<StepRow>(db, 'SELECT * FROM stepwise.steps WHERE execution_id = ? ORDER BY seq', [executionId]);
-  return rows.map(rowToStep);
+  const rows = await queryRows<StepRow & { result_missing: boolean }>(
+    db,
+    'SELECT *, result IS NULL AS result_missing FROM stepwise.steps WHERE execution_id = ? ORDER BY seq',
+    [executionId],
+  );
+  // SQL NULL is a step that returned undefined; jsonb null is one that returned null.
+  return rows.map((r) => ({ ...rowToStep(r), result: r.result_missing ? undefined : r.result }));
 }
 
+/** A completed step to record, under the lease of the worker that ran it. */
+export interface StepResult extends Lease {
+  seq: number;
+  name: string;
+  result: unknown;
+  /** When the step's function started (its row is written only when it finishes). */
+  startedAt: Date;
+}
+
+/** Key of a step result in the set `recordStepResults` returns. */
+export const stepKey = (id: string, seq: number): string => `${id}:${seq}`;
+
 /**
- * Records a completed step and counts it, in one statement: the step row is inserted only if the
- * execution update matched this lease, so a worker that lost its lease writes nothing.
+ * Records completed steps of any number of executions in one statement and one commit (the worker
+ * group-commits concurrent steps; each caller still waits for the commit before its handler goes on).
+ * Fenced: a step row is inserted only where the execution update matched its lease, so a worker that
+ * lost its lease writes nothing. Returns the keys (stepKey) that landed.
  */
-export async function recordStepResult(db: Db, lease: Lease, seq: number, name: string, result: unknown): Promise<boolean> {
-  const rows = await queryRows<{ seq: number }>(
+export async function recordStepResults(db: Db, items: readonly StepResult[]): Promise<Set<string>> {
+  if (items.length === 0) return new Set();
+  const rows = await preparedRows<{ execution_id: string; seq: number }>(
     db,
-    `WITH fence AS (
-       UPDATE stepwise.executions SET steps_completed = steps_completed + 1, current_step = NULL
-        WHERE id = ? AND lease_token = ? AND status = 'running'
-        RETURNING id
+    'stepwise_record_steps',
+    `WITH input AS (
+       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::jsonb[], $6::timestamptz[]) AS i(id, token, seq, name, result, started_at)
+     ),
+     fence AS (
+       UPDATE stepwise.executions e
+          SET steps_completed = e.steps_completed + c.n, current_step = NULL
+         FROM (SELECT id, token, count(*)::int AS n FROM input GROUP BY id, token) c
+        WHERE e.id = c.id AND e.lease_token = c.token AND e.status = 'running'
+        RETURNING e.id, e.lease_token
      )
-     INSERT INTO stepwise.steps (execution_id, seq, name, kind, completed, result, completed_at)
-     SELECT id, ?, ?, 'step', true, ?::jsonb, now() FROM fence
-     RETURNING seq`,
-    [lease.id, lease.token, seq, name, toJsonb(result ?? null)],
+     INSERT INTO stepwise.steps (execution_id, seq, name, kind, completed, result, started_at, completed_at)
+     SELECT i.id, i.seq, i.name, 'step', true, i.result, least(i.started_at, now()), now()
+       FROM input i JOIN fence f ON f.id = i.id AND f.lease_token = i.token
+     RETURNING execution_id, seq`,
+    [items.map((i) => i.id), items.map((i) => i.token), items.map((i) => i.seq), items.map((i) => i.name), items.map((i) => toJsonb(i.result)), items.map((i) => i.startedAt)],
   );
-  return rows.length > 0;
+  return new Set(rows.map((r) => stepKey(r.execution_id, r.seq)));
+}
+
+/** Records one completed step (see recordStepResults). */
+export async function recordStepResult(db: Db, lease: Lease, seq: number, name: string, result: unknown, startedAt = new Date()): Promise<boolean> {
+  const landed = await recordStepResults(db, [{ ...lease, seq, name, result, startedAt }]);
+  return landed.has(stepKey(lease.id, seq));
 }
 
 export interface Suspension {
   seq: number;
+  /** The step's name in the history (numbered when repeated). */
   name: string;
+  /** For an event wait: the event's name, as clients send it. */
+  eventName?: string;
   kind: Extract<StepKind, 'sleep' | 'event'>;
   /** Sleep until, or event timeout at, this instant; null with no `delayMs`: an event without timeout. */
   wakeAt: Date | null;
@@ -77,7 +113,7 @@ export async function suspendExecution(db: Db, lease: Lease, s: Suspension): Pro
       s.delayMs !== undefined ? s.delayMs / 1000 : s.wakeAt,
       s.name,
       isEvent,
-      s.name,
+      s.eventName ?? s.name,
       isEvent,
       isEvent,
     ],

@@ -62,3 +62,15 @@ export async function listTasks(db: Db): Promise<TaskRecord[]> {
 export async function countExecutionsByTaskAndStatus(db: Db): Promise<Array<{ task: string; status: string; count: number }>> {
   return queryRows(db, 'SELECT task, status, count(*)::int AS count FROM stepwise.executions GROUP BY task, status ORDER BY task, status');
 }
+
+/**
+ * Active executions (pending, running, waiting) per task and status. Cheap: it reads only active rows
+ * through the (status, created_at, id) index, however many finished executions the table holds.
+ */
+export async function countActiveExecutions(db: Db): Promise<Array<{ task: string; status: string; count: number }>> {
+  return queryRows(
+    db,
+    `SELECT task, status, count(*)::int AS count FROM stepwise.executions
+      WHERE status IN ('pending','running','waiting') GROUP BY task, status`,
+  );
+}

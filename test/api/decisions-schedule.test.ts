@@ -117,3 +117,27 @@ describe('POST /executions decisions', () => {
     expect((await api.call('POST', '/api/v1/executions', { headers: JSON_HEADERS, body: fits })).status).toBe(201);
   });
 });
+
+describe('POST /executions under concurrency', () => {
+  test('concurrent schedules share commits yet each gets its own execution and data', async () => {
+    const task = uniqueTask('batch');
+    await registerTask(api.db, task);
+    const results = await Promise.all(Array.from({ length: 64 }, (_, i) => api.client.schedule(task, { i })));
+    expect(new Set(results.map((r) => r.execution_id)).size).toBe(64);
+    const rows = await queryRows<{ id: string; data: { i: number } }>(api.db, 'SELECT id, data FROM stepwise.executions WHERE task = ?', [task]);
+    const byId = new Map(rows.map((r) => [r.id, r.data.i]));
+    results.forEach((r, i) => expect(byId.get(r.execution_id)).toBe(i));
+  });
+
+  test('data holding a NUL character is 422 invalid_data, and the other schedules in its batch still succeed', async () => {
+    const task = uniqueTask('nul');
+    await registerTask(api.db, task);
+    const [bad, ...good] = await Promise.all([
+      api.call('POST', '/api/v1/executions', { headers: JSON_HEADERS, body: JSON.stringify({ task, data: { s: 'a\u0000b' } }) }),
+      ...Array.from({ length: 5 }, (_, i) => api.call('POST', '/api/v1/executions', { headers: JSON_HEADERS, body: JSON.stringify({ task, data: { i } }) })),
+    ]);
+    expect(bad.status).toBe(422);
+    expect(bad.body).toMatchObject({ error: { code: 'invalid_data' } });
+    expect(good.map((g) => g.status)).toEqual([201, 201, 201, 201, 201]);
+  });
+});

@@ -1,5 +1,6 @@
 // Every endpoint's success path and representation.
 import '../helpers/spec-matcher';
+import { waitUntil } from '../helpers/wait-until';
 import { startTestApi, type TestApi } from '../helpers/api-server';
 import { claimExecution, completeAs, createExecutionIn, registerTask, uniqueTask } from '../helpers/simulated-worker';
 import { recordStepResult } from '../../src/store/steps';
@@ -143,5 +144,19 @@ describe('operations endpoints', () => {
     expect(res.text).toMatch(/stepwise_http_request_duration_seconds_count\{method="GET",route="\/api\/v1\/executions\/:id",status="200"\} \d+/);
     expect(res.text).toContain('process_cpu_user_seconds_total');
     expect(res.text).not.toContain(e.id);
+  });
+
+  test('/metrics counts active executions by task and status, and the queue depth', async () => {
+    const pending = await createExecutionIn(api.client, api.db, 'pending');
+    const waiting = await createExecutionIn(api.client, api.db, 'waiting');
+    const value = (text: string, line: RegExp) => Number(line.exec(text)?.[1] ?? NaN);
+    // Scrapes share a reading for up to 2 s; wait for one taken after these executions existed.
+    const text = await waitUntil(async () => {
+      const res = await api.call('GET', '/metrics');
+      return value(res.text, new RegExp(`stepwise_executions\\{task="${waiting.task}",status="waiting"\\} (\\d+)`)) >= 1 ? res.text : undefined;
+    }, 'the queue metrics to include the new executions');
+    expect(value(text, new RegExp(`stepwise_executions\\{task="${pending.task}",status="pending"\\} (\\d+)`))).toBe(1);
+    expect(value(text, /stepwise_queue_depth\{state="pending"\} (\d+)/)).toBeGreaterThanOrEqual(1);
+    expect(value(text, /stepwise_queue_depth\{state="waiting"\} (\d+)/)).toBeGreaterThanOrEqual(1);
   });
 });

@@ -23,7 +23,7 @@ export async function up(knex: Knex): Promise<void> {
       task              text NOT NULL,
       status            text NOT NULL CHECK (status IN ('pending','running','waiting','completed','failed','cancelled')),
       data              jsonb,
-      idempotency_key   text UNIQUE,
+      idempotency_key   text,
       attempt           integer NOT NULL DEFAULT 0,
       steps_completed   integer NOT NULL DEFAULT 0,
       current_step      text,
@@ -39,6 +39,8 @@ export async function up(knex: Knex): Promise<void> {
       error             jsonb
     );
 
+    -- Partial: most executions have no key, and every non-HOT update would otherwise index a NULL.
+    CREATE UNIQUE INDEX executions_idempotency_key_idx ON stepwise.executions (idempotency_key) WHERE idempotency_key IS NOT NULL;
     -- The claim: oldest due first among active executions.
     CREATE INDEX executions_due_idx ON stepwise.executions (due_at)
       WHERE status IN ('pending','running','waiting') AND due_at IS NOT NULL;

@@ -1,0 +1,4 @@
+/** The example tasks `stepwise dev` (and `make run`) load when no --tasks is given. */
+export { orderApproval } from './order-approval';
+export { onboardingDrip } from './onboarding-drip';
+export { flakyApi } from './flaky-api';

@@ -1,0 +1,320 @@
+// Stepwise-only scenarios of `make bench`, each on a fresh database of the benchmark's server.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import pg from 'pg';
+import { loadConfig } from '../../src/config';
+import { createLogger } from '../../src/logger';
+import { createDb, type Db } from '../../src/store/db';
+import { migrateLatest } from '../../src/store/migrate';
+import { insertExecutions } from '../../src/store/executions';
+import { upsertTasks } from '../../src/store/tasks';
+import { TaskRegistry } from '../../src/engine/registry';
+import { Worker } from '../../src/engine/worker';
+import { defineTask } from '../../src/engine/task';
+import { startApiServer } from '../../src/api/server';
+import { createMetricsRegistry } from '../../src/metrics';
+import { findFreePort } from '../../src/store/embedded';
+
+export interface ExtraResult {
+  label: string;
+  summary: string;
+  values: Record<string, number | boolean | string>;
+}
+
+export interface ExtrasOptions {
+  env: NodeJS.ProcessEnv;
+  listRows: number;
+  longPolls: number;
+  progress: (step: string) => void;
+}
+
+const ROOT = path.join(__dirname, '..', '..');
+const log = createLogger({ level: 'warn', pretty: false });
+
+function adminUrl(env: NodeJS.ProcessEnv, database = 'postgres'): string {
+  const user = encodeURIComponent(env.PGUSER ?? 'postgres');
+  const pass = encodeURIComponent(env.PGPASSWORD ?? 'postgres');
+  return `postgres://${user}:${pass}@${env.PGHOST ?? '127.0.0.1'}:${env.PGPORT ?? 5432}/${database}`;
+}
+
+async function freshDatabase(env: NodeJS.ProcessEnv): Promise<{ url: string; db: Db; drop(): Promise<void> }> {
+  const name = `sw_bench_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: adminUrl(env) });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = adminUrl(env, name);
+  const db = createDb({ url, poolMax: 10 });
+  await migrateLatest(db);
+  return {
+    url,
+    db,
+    async drop() {
+      await db.destroy();
+      const c = new pg.Client({ connectionString: adminUrl(env) });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+const pct = (values: number[], p: number) => {
+  const s = [...values].sort((a, b) => a - b);
+  return Math.round(s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] * 100) / 100;
+};
+
+function httpJson(port: number, method: string, urlPath: string, body?: unknown, agent?: http.Agent): Promise<{ status: number; body: unknown }> {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    const req = http.request(
+      { host: '127.0.0.1', port, method, path: urlPath, agent, headers: payload ? { 'content-type': 'application/json', 'content-length': payload.length } : {} },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString();
+          resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : null });
+        });
+      },
+    );
+    req.on('error', reject);
+    if (payload) req.write(payload);
+    req.end();
+  });
+}
+
+/** Event delivery -> handler resumed, and completion commit -> long-poll answered, in one process. */
+async function latencies(env: NodeJS.ProcessEnv, samples = 200): Promise<ExtraResult[]> {
+  const t = await freshDatabase(env);
+  const resumed = new Map<string, number>();
+  const committed = new Map<string, number>();
+  const waiter = defineTask({
+    name: 'bench-wait',
+    async run(ctx) {
+      await ctx.waitForEvent('go');
+      resumed.set(ctx.executionId, performance.now());
+      return 'ok';
+    },
+  });
+  const port = await findFreePort();
+  const config = loadConfig({ env: {}, overrides: { port, logLevel: 'warn', databaseUrl: t.url } });
+  const registry = createMetricsRegistry();
+  const api = await startApiServer({ config, databaseUrl: t.url, db: t.db, log, registry });
+  const worker = new Worker({
+    db: t.db,
+    databaseUrl: t.url,
+    tasks: [waiter as never],
+    log,
+    observer: { finished: (_task, outcome) => void outcome },
+  });
+  // Completion commit time: the moment the worker's completion write resolved.
+  const original = (worker as unknown as { completions: { submit: (c: { id: string }) => Promise<boolean> } }).completions;
+  const submit = original.submit.bind(original);
+  original.submit = async (c) => {
+    const landed = await submit(c);
+    committed.set(c.id, performance.now());
+    return landed;
+  };
+  await worker.start();
+  const agent = new http.Agent({ keepAlive: true });
+  const resume: number[] = [];
+  const answer: number[] = [];
+  try {
+    for (let i = 0; i < samples; i++) {
+      const created = await httpJson(port, 'POST', '/api/v1/executions', { task: 'bench-wait' }, agent);
+      const id = (created.body as { execution_id: string }).execution_id;
+      for (;;) {
+        const e = await httpJson(port, 'GET', `/api/v1/executions/${id}`, undefined, agent);
+        if ((e.body as { waiting_for_event: unknown }).waiting_for_event) break;
+        await new Promise((r) => setTimeout(r, 2));
+      }
+      let answeredAt = 0;
+      const poll = httpJson(port, 'GET', `/api/v1/executions/${id}/wait?timeout=30`, undefined, agent).then((r) => {
+        answeredAt = performance.now();
+        return r;
+      });
+      await new Promise((r) => setTimeout(r, 5)); // let the long-poll register
+      const sent = performance.now();
+      await httpJson(port, 'POST', `/api/v1/executions/${id}/events/go`, null, agent);
+      const r = await poll;
+      if (r.status !== 200) throw new Error(`long-poll answered ${r.status}`);
+      resume.push((resumed.get(id) as number) - sent);
+      answer.push(answeredAt - (committed.get(id) as number));
+    }
+  } finally {
+    agent.destroy();
+    await worker.stop();
+    await api.close();
+    await t.drop();
+  }
+  return [
+    { label: 'event delivery -> handler resumed', summary: `p50 ${pct(resume, 50)} ms, p99 ${pct(resume, 99)} ms (${samples} samples)`, values: { p50_ms: pct(resume, 50), p99_ms: pct(resume, 99), samples } },
+    { label: 'completion commit -> long-poll answered', summary: `p50 ${pct(answer, 50)} ms, p99 ${pct(answer, 99)} ms (${samples} samples)`, values: { p50_ms: pct(answer, 50), p99_ms: pct(answer, 99), samples } },
+  ];
+}
+
+function rssMiB(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+  return Math.round((kb / 1024) * 10) / 10;
+}
+
+/** N concurrent long-polls on one `stepwise serve` process: its RSS, and that each is answered right. */
+async function longPolls(env: NodeJS.ProcessEnv, n: number): Promise<ExtraResult> {
+  const t = await freshDatabase(env);
+  await upsertTasks(t.db, new TaskRegistry([defineTask({ name: 'bench-poll', run: async () => null }) as never]).toRegistrations());
+  const ids: string[] = [];
+  for (let i = 0; i < n; i += 1000) {
+    const batch = await insertExecutions(t.db, Array.from({ length: Math.min(1000, n - i) }, () => ({ task: 'bench-poll', data: null })));
+    ids.push(...batch.map((b) => b.execution.id));
+  }
+  const port = await findFreePort();
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'stepwise.js'), 'serve'], {
+    env: { ...process.env, DATABASE_URL: t.url, PORT: String(port), LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const agent = new http.Agent({ keepAlive: false, maxSockets: Infinity });
+  try {
+    for (let i = 0; ; i++) {
+      const ok = await httpJson(port, 'GET', '/readyz').then((r) => r.status === 200, () => false);
+      if (ok) break;
+      if (i > 600) throw new Error('stepwise serve did not start');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const rssIdle = rssMiB(child.pid as number);
+    let answered = 0;
+    let correct = 0;
+    const polls = ids.map((id) =>
+      httpJson(port, 'GET', `/api/v1/executions/${id}/wait?timeout=120`, undefined, agent).then((r) => {
+        answered += 1;
+        const body = r.body as { execution_id?: string; status?: string; output?: unknown };
+        if (r.status === 200 && body.execution_id === id && body.status === 'completed' && body.output === id) correct += 1;
+      }),
+    );
+    // Wait until the server holds them all (its long-poll gauge), then measure.
+    for (let i = 0; ; i++) {
+      const m = await new Promise<string>((resolve, reject) => {
+        http.get({ host: '127.0.0.1', port, path: '/metrics' }, (res) => {
+          let s = '';
+          res.on('data', (d: Buffer) => (s += d.toString()));
+          res.on('end', () => resolve(s));
+        }).on('error', reject);
+      });
+      const held = Number(/^stepwise_http_long_polls_waiting(?:\{[^}]*\})? (\d+)/m.exec(m)?.[1] ?? NaN);
+      if (held >= n || (Number.isNaN(held) && i > 100)) break;
+      if (i > 1200) throw new Error(`only ${held} long-polls held`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const rssHeld = rssMiB(child.pid as number);
+    // Complete every execution (as a worker would), in batches with one NOTIFY each.
+    const started = performance.now();
+    for (let i = 0; i < ids.length; i += 500) {
+      await t.db.raw(
+        `WITH d AS (UPDATE stepwise.executions SET status = 'completed', output = to_jsonb(id::text), completed_at = now(), due_at = NULL
+                     WHERE id = ANY(?::uuid[]) RETURNING id)
+         SELECT pg_notify('stepwise_changed', string_agg(id::text, ',')) FROM d`,
+        [ids.slice(i, i + 500)],
+      );
+    }
+    await Promise.all(polls);
+    const allAnsweredMs = Math.round(performance.now() - started);
+    const rssAfter = rssMiB(child.pid as number);
+    return {
+      label: `${n} concurrent long-polls on one API process`,
+      summary: `RSS ${rssIdle} MiB idle, ${rssHeld} MiB holding ${n}; ${correct}/${n} answered correctly, all within ${allAnsweredMs} ms of the completions`,
+      values: { rss_idle_mib: rssIdle, rss_held_mib: rssHeld, rss_after_mib: rssAfter, answered, correct, all_answered_ms: allAnsweredMs },
+    };
+  } finally {
+    agent.destroy();
+    child.kill('SIGTERM');
+    await new Promise((r) => (child.exitCode !== null ? r(null) : child.once('exit', r)));
+    await t.drop();
+  }
+}
+
+/** Statements per second an idle worker costs the database. */
+async function idleWorker(env: NodeJS.ProcessEnv, seconds = 10): Promise<ExtraResult> {
+  const t = await freshDatabase(env);
+  const name = new URL(t.url).pathname.slice(1);
+  const worker = new Worker({ db: t.db, databaseUrl: t.url, tasks: [defineTask({ name: 'bench-idle', run: async () => null }) as never], log });
+  await worker.start();
+  const probe = new pg.Client({ connectionString: adminUrl(env) });
+  await probe.connect();
+  const count = async () => {
+    const r = await probe.query('SELECT pg_stat_clear_snapshot()');
+    void r;
+    const { rows } = await probe.query('SELECT xact_commit + xact_rollback AS n FROM pg_stat_database WHERE datname = $1', [name]);
+    return Number(rows[0].n);
+  };
+  try {
+    await new Promise((r) => setTimeout(r, 1500));
+    const before = await count();
+    await new Promise((r) => setTimeout(r, seconds * 1000));
+    const after = await count();
+    const perSecond = Math.round(((after - before) / seconds) * 100) / 100;
+    return { label: 'database transactions per second from an idle worker', summary: `${perSecond} per s over ${seconds} s`, values: { per_second: perSecond, seconds } };
+  } finally {
+    await probe.end();
+    await worker.stop();
+    await t.drop();
+  }
+}
+
+/** GET /executions with total at `rows` executions: no filter, status filter, task filter. */
+async function listAtScale(env: NodeJS.ProcessEnv, rows: number, samples = 50): Promise<ExtraResult> {
+  const t = await freshDatabase(env);
+  await t.db.raw(
+    `INSERT INTO stepwise.executions (id, task, status, data, created_at, completed_at, attempt)
+     SELECT gen_random_uuid(), 'task-' || (g % 20), (ARRAY['completed','completed','completed','failed','cancelled','pending','waiting'])[1 + g % 7],
+            jsonb_build_object('n', g), ts, CASE WHEN g % 7 < 5 THEN ts END, 1
+       FROM generate_series(1, ?) g, LATERAL (SELECT now() - make_interval(secs => (? - g) / 100.0) AS ts) x`,
+    [rows, rows],
+  );
+  await t.db.raw('VACUUM ANALYZE stepwise.executions');
+  const port = await findFreePort();
+  const config = loadConfig({ env: {}, overrides: { port, logLevel: 'warn', databaseUrl: t.url } });
+  const api = await startApiServer({ config, databaseUrl: t.url, db: t.db, log, registry: createMetricsRegistry() });
+  const agent = new http.Agent({ keepAlive: true });
+  const measure = async (query: string) => {
+    const times: number[] = [];
+    for (let i = 0; i < samples; i++) {
+      const t0 = performance.now();
+      const r = await httpJson(port, 'GET', `/api/v1/executions?limit=50&offset=${(i * 50) % 5000}${query}`, undefined, agent);
+      if (r.status !== 200) throw new Error(`list answered ${r.status}`);
+      times.push(performance.now() - t0);
+    }
+    return { p50: pct(times, 50), p99: pct(times, 99) };
+  };
+  try {
+    const none = await measure('');
+    const status = await measure('&status=failed');
+    const task = await measure('&task=task-7');
+    return {
+      label: `list with total at ${rows.toLocaleString('en')} executions`,
+      summary: `no filter p50 ${none.p50} / p99 ${none.p99} ms; status p50 ${status.p50} / p99 ${status.p99} ms; task p50 ${task.p50} / p99 ${task.p99} ms`,
+      values: { rows, none_p50_ms: none.p50, none_p99_ms: none.p99, status_p50_ms: status.p50, status_p99_ms: status.p99, task_p50_ms: task.p50, task_p99_ms: task.p99 },
+    };
+  } finally {
+    agent.destroy();
+    await api.close();
+    await t.drop();
+  }
+}
+
+export async function runExtras(options: ExtrasOptions): Promise<ExtraResult[]> {
+  const out: ExtraResult[] = [];
+  out.push(...(await latencies(options.env)));
+  options.progress('event and long-poll latency');
+  options.progress('event and long-poll latency');
+  out.push(await longPolls(options.env, options.longPolls));
+  options.progress('long-polls');
+  out.push(await idleWorker(options.env));
+  options.progress('idle worker');
+  out.push(await listAtScale(options.env, options.listRows));
+  options.progress('list at scale');
+  return out;
+}

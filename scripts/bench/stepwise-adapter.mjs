@@ -1,0 +1,181 @@
+// Stepwise's adapter for the peers' benchmark harness (../shared/peers-bench). scripts/bench.ts copies
+// the harness to a temporary folder, puts this file in its adapters/ and registers it, so Stepwise runs
+// the very scenarios the peers ran, timed the same way. Needs STEPWISE_ROOT (the repository) and a
+// build in STEPWISE_ROOT/dist.
+//
+// Producers schedule over HTTP through the public API: each producer process starts its own
+// `stepwise serve` process on the benchmark's database and calls POST /api/v1/executions with
+// keep-alive connections. The worker role runs Stepwise's Worker in-process, so the handler can call
+// the harness's onStart() first thing.
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import http from 'node:http';
+import net from 'node:net';
+import path from 'node:path';
+
+const ROOT = process.env.STEPWISE_ROOT;
+if (!ROOT) throw new Error('STEPWISE_ROOT must point at the stepwise repository');
+const require = createRequire(path.join(ROOT, 'package.json'));
+const sdk = () => require(path.join(ROOT, 'dist', 'index.js'));
+const dist = (p) => require(path.join(ROOT, 'dist', p));
+const TASK = { noop: 'bench-noop', steps3: 'bench-steps3' };
+const WORKER_POOL = Number(process.env.STEPWISE_BENCH_WORKER_POOL ?? 8);
+const API_POOL = Number(process.env.STEPWISE_BENCH_API_POOL ?? 8);
+
+function benchTasks(onStart = () => {}) {
+  const { defineTask } = sdk();
+  return [
+    defineTask({
+      name: TASK.noop,
+      async run(_ctx, data) {
+        onStart(data);
+        return null;
+      },
+    }),
+    defineTask({
+      name: TASK.steps3,
+      async run(ctx, data) {
+        onStart(data);
+        let x = 0;
+        x = await ctx.step('a', () => x + 1);
+        x = await ctx.step('b', () => x + 1);
+        x = await ctx.step('c', () => x + 1);
+        return x;
+      },
+    }),
+  ];
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function request(agent, port, method, urlPath, body) {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    const req = http.request(
+      { host: '127.0.0.1', port, method, path: urlPath, agent, headers: payload ? { 'content-type': 'application/json', 'content-length': payload.length } : {} },
+      (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString();
+          if (res.statusCode >= 400) reject(new Error(`HTTP ${res.statusCode}: ${text}`));
+          else resolve(text ? JSON.parse(text) : null);
+        });
+      },
+    );
+    req.on('error', reject);
+    if (payload) req.write(payload);
+    req.end();
+  });
+}
+
+/** Starts `stepwise serve` on the database and waits for /readyz. */
+export async function startApiProcess(url) {
+  const port = await freePort();
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'stepwise.js'), 'serve'], {
+    env: { ...process.env, DATABASE_URL: url, PORT: String(port), LOG_LEVEL: 'warn', STEPWISE_DB_POOL_MAX: String(API_POOL) },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  const deadline = Date.now() + 30000;
+  for (;;) {
+    try {
+      await request(agent, port, 'GET', '/readyz');
+      break;
+    } catch (err) {
+      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`stepwise serve did not become ready: ${err.message}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  return {
+    port,
+    agent,
+    async close() {
+      agent.destroy();
+      child.kill('SIGTERM');
+      await new Promise((r) => (child.exitCode !== null ? r() : child.once('exit', r)));
+    },
+  };
+}
+
+export function make() {
+  const pkg = require(path.join(ROOT, 'package.json'));
+  return {
+    name: 'stepwise',
+    version: `stepwise ${pkg.version}`,
+    supports: { bulk: false, steps: true },
+    settings: {
+      schedule: 'HTTP POST /api/v1/executions to a separate `stepwise serve` process (keep-alive); concurrent requests share one INSERT (group commit)',
+      worker: `Worker concurrency 32, pool ${WORKER_POOL}; batched claims (FOR UPDATE SKIP LOCKED), group-committed step records and completions`,
+      apiPool: API_POOL,
+      wakeup: 'LISTEN/NOTIFY, 1 s poll fallback',
+      durability: 'synchronous_commit on (server default); every step result committed before the handler goes on',
+    },
+
+    async setup(url) {
+      const { createDb } = dist('store/db.js');
+      const { migrateLatest } = dist('store/migrate.js');
+      const { upsertTasks } = dist('store/tasks.js');
+      const { TaskRegistry } = dist('engine/registry.js');
+      const db = createDb({ url, poolMax: 2 });
+      try {
+        await migrateLatest(db);
+        await upsertTasks(db, new TaskRegistry(benchTasks()).toRegistrations());
+      } finally {
+        await db.destroy();
+      }
+    },
+
+    async producer(url) {
+      const api = await startApiProcess(url);
+      return {
+        async enqueue(payload, kind = 'noop') {
+          const r = await request(api.agent, api.port, 'POST', '/api/v1/executions', { task: TASK[kind], data: payload });
+          return r.execution_id;
+        },
+        close: () => api.close(),
+      };
+    },
+
+    async worker(url, { concurrency = 32, onStart }) {
+      const { Worker } = sdk();
+      const { createDb } = dist('store/db.js');
+      const { createLogger } = dist('logger.js');
+      const db = createDb({ url, poolMax: WORKER_POOL });
+      const worker = new Worker({ db, databaseUrl: url, tasks: benchTasks(onStart), log: createLogger({ level: 'warn', pretty: false }), concurrency, pollIntervalMs: 1000 });
+      await worker.start();
+      return {
+        async stop() {
+          await worker.stop();
+          await db.destroy();
+        },
+      };
+    },
+
+    async remaining(c) {
+      const { rows } = await c.query(`select count(*)::int as n from stepwise.executions where status in ('pending','running','waiting')`);
+      return rows[0].n;
+    },
+    async succeeded(c) {
+      const { rows } = await c.query(`select count(*)::int as n from stepwise.executions where status = 'completed'`);
+      return rows[0].n;
+    },
+    async lastCompletion(c) {
+      const { rows } = await c.query(`select extract(epoch from max(completed_at))*1000 as t from stepwise.executions`);
+      return rows[0].t == null ? null : Number(rows[0].t);
+    },
+    async doneAmong(c, ids) {
+      const { rows } = await c.query(`select id::text from stepwise.executions where id = any($1::uuid[]) and status = 'completed'`, [ids]);
+      return rows.map((r) => r.id);
+    },
+  };
+}

@@ -1,0 +1,123 @@
+import path from 'node:path';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { ConfigError, loadConfig, type Config } from './config';
+import { createLogger } from './logger';
+import { EXAMPLE_TASKS_FILE, runMigrations, startStepwise, stopOnSignals, StartupError } from './main';
+
+function parsePort(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('must be an integer from 0 to 65535');
+  return n;
+}
+
+function parsePositive(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
+  return n;
+}
+
+interface CommonFlags {
+  config?: string;
+  port?: number;
+  basePath?: string;
+  concurrency?: number;
+}
+
+function configFrom(flags: CommonFlags): Readonly<Config> {
+  return loadConfig({
+    file: flags.config,
+    overrides: { port: flags.port, basePath: flags.basePath, 'worker.concurrency': flags.concurrency },
+  });
+}
+
+const configOption = () => new Option('-c, --config <file>', 'JSON config file (default: ./stepwise.config.json when present)');
+const portOption = () => new Option('-p, --port <n>', 'HTTP port (env PORT, default 8080)').argParser(parsePort);
+const basePathOption = () => new Option('--base-path <path>', 'mount the API under this path (env STEPWISE_BASE_PATH)');
+const concurrencyOption = () => new Option('--concurrency <n>', 'handlers run at once (env STEPWISE_CONCURRENCY, default 32)').argParser(parsePositive);
+
+/** Builds the `stepwise` command. */
+export function buildProgram(): Command {
+  const program = new Command('stepwise')
+    .description('Durable workflow executions over HTTP/JSON, on PostgreSQL')
+    .showHelpAfterError()
+    .configureOutput({ outputError: (s, write) => write(s) });
+
+  program
+    .command('dev')
+    .description('everything in one process: embedded PostgreSQL (in .stepwise/) unless DATABASE_URL is set, migrations, API and a worker')
+    .option('-t, --tasks <file>', 'tasks module (.ts, .js, .mjs); default: the bundled examples')
+    .addOption(portOption())
+    .addOption(basePathOption())
+    .addOption(concurrencyOption())
+    .addOption(configOption())
+    .action(async (flags: CommonFlags & { tasks?: string }) => {
+      const config = configFrom(flags);
+      const log = createLogger({ level: config.logLevel });
+      const running = await startStepwise({
+        config,
+        api: true,
+        tasksFile: flags.tasks ?? EXAMPLE_TASKS_FILE,
+        embeddedDir: path.resolve('.stepwise'),
+        migrate: true,
+        log,
+      });
+      stopOnSignals(running, config, log);
+      log.info({ url: running.url }, 'stepwise dev is ready');
+      process.stdout.write(
+        `\nStepwise is running at ${running.url}/api/v1\n  dashboard:     ${running.url}/ui\n  API reference: ${running.url}/docs\n  Stop with Ctrl-C.\n\n`,
+      );
+    });
+
+  program
+    .command('serve')
+    .description('API server only (needs DATABASE_URL and applied migrations)')
+    .addOption(portOption())
+    .addOption(basePathOption())
+    .addOption(configOption())
+    .action(async (flags: CommonFlags) => {
+      const config = configFrom(flags);
+      const log = createLogger({ level: config.logLevel });
+      const running = await startStepwise({ config, api: true, migrate: false, log });
+      stopOnSignals(running, config, log);
+      log.info({ url: running.url }, 'stepwise api listening');
+    });
+
+  program
+    .command('worker')
+    .description('worker only: runs the tasks of a module (needs DATABASE_URL and applied migrations)')
+    .requiredOption('-t, --tasks <file>', 'tasks module (.ts, .js, .mjs)')
+    .addOption(concurrencyOption())
+    .addOption(configOption())
+    .action(async (flags: CommonFlags & { tasks: string }) => {
+      const config = configFrom(flags);
+      const log = createLogger({ level: config.logLevel });
+      const running = await startStepwise({ config, api: false, tasksFile: flags.tasks, concurrency: flags.concurrency, migrate: false, log });
+      stopOnSignals(running, config, log);
+    });
+
+  program
+    .command('migrate')
+    .description('apply database migrations and exit (needs DATABASE_URL)')
+    .addOption(configOption())
+    .action(async (flags: CommonFlags) => {
+      const config = configFrom(flags);
+      const log = createLogger({ level: config.logLevel });
+      const applied = await runMigrations(config, log);
+      log.info({ applied }, applied.length ? 'migrations applied' : 'database is up to date');
+    });
+
+  return program;
+}
+
+/** Entry point of bin/stepwise.js. Operator errors print one line and exit 1; never a stack. */
+export async function main(argv: string[]): Promise<void> {
+  try {
+    await buildProgram().parseAsync(argv);
+  } catch (err) {
+    if (err instanceof ConfigError || err instanceof StartupError || (err instanceof Error && /^tasks file /.test(err.message))) {
+      process.stderr.write(`stepwise: ${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,18 @@
+import { isDatabaseUnavailable } from '../errors';
+
+/**
+ * Retries `fn` while the database is unreachable (a restart, a failover), with jittered exponential
+ * backoff, until `deadline` (epoch ms). Any other error, or an abort, is thrown at once.
+ */
+export async function retryWhileUnavailable<T>(fn: () => Promise<T>, deadline: number, signal?: AbortSignal): Promise<T> {
+  let delay = 100;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!isDatabaseUnavailable(err) || Date.now() + delay > deadline || signal?.aborted) throw err;
+      await new Promise((r) => setTimeout(r, delay / 2 + Math.random() * (delay / 2)));
+      delay = Math.min(delay * 2, 3000);
+    }
+  }
+}

@@ -1,0 +1,164 @@
+import type { TSchema } from '@sinclair/typebox';
+import { parseDuration, type Duration } from '../domain/duration';
+import { toStorableJson } from '../domain/json';
+import type { Logger } from '../logger';
+import type { Db } from '../store/db';
+import { setCurrentStep, type Lease } from '../store/leases';
+import type { StepKind, StepRecord } from '../store/rows';
+import { completeTimedStep, suspendExecution, type StepResult } from '../store/steps';
+import { retryWhileUnavailable } from './db-retry';
+import { EventTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError, SuspendSignal } from './errors';
+import type { EventName, EventPayload, TaskContext } from './task';
+
+/** How long a step may run before the execution's current_step is written (fast steps never are). */
+const CURRENT_STEP_DELAY_MS = 20;
+
+export interface DurableContextOptions {
+  db: Db;
+  lease: Lease;
+  attempt: number;
+  history: readonly StepRecord[];
+  /** The database clock at the claim, and the local clock when the claim answered. */
+  claimedAt: Date;
+  claimedLocally: number;
+  signal: AbortSignal;
+  log: Logger;
+  /** Until when fenced writes may be retried through a database outage (the lease's end). */
+  writeDeadline: () => number;
+  /** Records a completed step durably; resolves false when the lease was lost (group-committed). */
+  recordStep: (step: StepResult) => Promise<boolean>;
+  onStep?: (name: string, kind: StepKind, durationMs: number) => void;
+}
+
+/**
+ * The ctx a handler gets. Every durable operation takes the next position (seq) in call order; at a
+ * position that is already in the history it replays the recorded outcome, otherwise it runs and
+ * records it with a write fenced by the lease. A recorded position whose kind or name differs from the
+ * call is a non-deterministic handler, and the execution fails.
+ */
+export class DurableContext<E extends Record<string, TSchema> = Record<string, TSchema>> implements TaskContext<E> {
+  readonly executionId: string;
+  readonly attempt: number;
+  readonly signal: AbortSignal;
+  readonly log: Logger;
+  private seq = 0;
+  private readonly nameCounts = new Map<string, number>();
+  private readonly history: Map<number, StepRecord>;
+
+  constructor(private readonly options: DurableContextOptions) {
+    this.executionId = options.lease.id;
+    this.attempt = options.attempt;
+    this.signal = options.signal;
+    this.log = options.log;
+    this.history = new Map(options.history.map((s) => [s.seq, s]));
+  }
+
+  async step<T>(name: string, fn: () => Promise<T> | T): Promise<T> {
+    const { seq, key } = this.next(name);
+    const recorded = this.replay(seq, key, 'step');
+    if (recorded) return recorded.result as T;
+    this.throwIfAborted();
+    const started = Date.now();
+    let marking: Promise<unknown> | undefined;
+    const timer = setTimeout(() => {
+      marking = setCurrentStep(this.options.db, this.options.lease, key).catch(() => undefined);
+    }, CURRENT_STEP_DELAY_MS);
+    let result: T;
+    try {
+      result = await fn();
+    } finally {
+      clearTimeout(timer);
+    }
+    try {
+      toStorableJson(result, `the result of step ${JSON.stringify(key)}`);
+    } catch (err) {
+      // Running the step again would produce the same unstorable value: fail without retries.
+      throw new NonRetryableError((err as Error).message);
+    }
+    // The current_step write must not land after the record that clears it.
+    if (marking) await marking;
+    const landed = await this.write(() => this.options.recordStep({ ...this.options.lease, seq, name: key, result, startedAt: new Date(started) }));
+    if (!landed) throw new LeaseLostError(this.executionId);
+    this.options.onStep?.(key, 'step', Date.now() - started);
+    return result;
+  }
+
+  async sleep(name: string, duration: Duration): Promise<void> {
+    const delayMs = parseDuration(duration, `sleep ${JSON.stringify(name)}`);
+    await this.pause(name, 'sleep', { delayMs });
+  }
+
+  async sleepUntil(name: string, until: Date | string | number): Promise<void> {
+    const wakeAt = until instanceof Date ? until : new Date(until);
+    if (Number.isNaN(wakeAt.getTime())) throw new RangeError(`sleepUntil ${JSON.stringify(name)}: ${String(until)} is not a date`);
+    await this.pause(name, 'sleep', { wakeAt });
+  }
+
+  async waitForEvent<K extends EventName<E>>(name: K, options: { timeout?: Duration } = {}): Promise<EventPayload<E, K>> {
+    const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, `waitForEvent ${JSON.stringify(name)} timeout`);
+    const outcome = await this.pause(name, 'event', timeoutMs === undefined ? { wakeAt: null } : { delayMs: timeoutMs });
+    const result = outcome as { payload?: unknown; timed_out?: boolean } | undefined;
+    if (!result || result.timed_out) throw new EventTimeoutError(name);
+    return result.payload as EventPayload<E, K>;
+  }
+
+  /**
+   * Sleep and wait share this: replay a finished pause; finish one whose deadline has passed; otherwise
+   * record the pause (once; a replay keeps the first deadline) and suspend, freeing the worker slot.
+   */
+  private async pause(name: string, kind: 'sleep' | 'event', when: { delayMs?: number; wakeAt?: Date | null }): Promise<unknown> {
+    const { seq, key } = this.next(name);
+    const recorded = this.replay(seq, key, kind);
+    if (recorded?.completed) return recorded.result;
+    this.throwIfAborted();
+    if (recorded && recorded.wakeAt && recorded.wakeAt.getTime() <= this.databaseNow()) {
+      const result = kind === 'sleep' ? { slept: true } : { timed_out: true };
+      const landed = await this.write(() => completeTimedStep(this.options.db, this.options.lease, seq, result));
+      if (!landed) throw new LeaseLostError(this.executionId);
+      this.options.onStep?.(key, kind, Date.now() - recorded.startedAt.getTime());
+      return result;
+    }
+    const suspended = await this.write(() =>
+      suspendExecution(this.options.db, this.options.lease, {
+        seq,
+        name: key,
+        kind,
+        eventName: kind === 'event' ? name : undefined,
+        wakeAt: recorded ? recorded.wakeAt : (when.wakeAt ?? null),
+        delayMs: recorded ? undefined : when.delayMs,
+      }),
+    );
+    if (!suspended) throw new LeaseLostError(this.executionId);
+    throw new SuspendSignal(suspended.wakeAt);
+  }
+
+  private next(name: string): { seq: number; key: string } {
+    if (typeof name !== 'string' || name.length === 0 || name.length > 200) {
+      throw new TypeError('a step name must be a non-empty string of at most 200 characters');
+    }
+    const count = (this.nameCounts.get(name) ?? 0) + 1;
+    this.nameCounts.set(name, count);
+    return { seq: this.seq++, key: count === 1 ? name : `${name}#${count}` };
+  }
+
+  private replay(seq: number, key: string, kind: StepKind): StepRecord | undefined {
+    const recorded = this.history.get(seq);
+    if (!recorded) return undefined;
+    if (recorded.kind !== kind || recorded.name !== key) {
+      throw new NonDeterminismError(seq, `${recorded.kind} ${JSON.stringify(recorded.name)}`, `${kind} ${JSON.stringify(key)}`);
+    }
+    return recorded;
+  }
+
+  private databaseNow(): number {
+    return this.options.claimedAt.getTime() + (Date.now() - this.options.claimedLocally);
+  }
+
+  private throwIfAborted(): void {
+    if (this.signal.aborted) throw this.signal.reason instanceof Error ? this.signal.reason : new LeaseLostError(this.executionId);
+  }
+
+  private write<T>(fn: () => Promise<T>): Promise<T> {
+    return retryWhileUnavailable(fn, this.options.writeDeadline(), this.signal);
+  }
+}

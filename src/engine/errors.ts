@@ -1,0 +1,66 @@
+/** Errors a handler may throw or catch. Their `name` becomes the execution error's `type`. */
+
+const NON_RETRYABLE = Symbol.for('stepwise.NonRetryableError');
+const EVENT_TIMEOUT = Symbol.for('stepwise.EventTimeoutError');
+
+/**
+ * `instanceof` by brand, so a task module that loaded another copy of the package (its own
+ * node_modules) still recognises the engine's errors. Subclasses keep ordinary `instanceof`.
+ */
+function brandedInstanceOf(ctor: unknown, base: unknown, brand: symbol, value: unknown): boolean {
+  if (ctor !== base) return Function.prototype[Symbol.hasInstance].call(ctor, value);
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[brand] === true;
+}
+
+/** Fails the execution at once, without retries. */
+export class NonRetryableError extends Error {
+  override name = 'NonRetryableError';
+  readonly [NON_RETRYABLE] = true;
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return brandedInstanceOf(this, NonRetryableError, NON_RETRYABLE, value);
+  }
+}
+
+/** Thrown by ctx.waitForEvent when its timeout passes first; a handler may catch it. */
+export class EventTimeoutError extends Error {
+  override name = 'EventTimeoutError';
+  readonly [EVENT_TIMEOUT] = true;
+  constructor(readonly eventName: string) {
+    super(`timed out waiting for event ${JSON.stringify(eventName)}`);
+  }
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return brandedInstanceOf(this, EventTimeoutError, EVENT_TIMEOUT, value);
+  }
+}
+
+/** A replay met a different durable operation than the one recorded at that position. */
+export class NonDeterminismError extends Error {
+  override name = 'NonDeterminismError';
+  constructor(seq: number, expected: string, found: string) {
+    super(`replay diverged at operation #${seq + 1}: history has ${expected}, the handler called ${found}`);
+  }
+}
+
+/** This worker no longer holds the execution (cancelled, or its lease was taken over). */
+export class LeaseLostError extends Error {
+  override name = 'LeaseLostError';
+  constructor(executionId: string) {
+    super(`execution ${executionId} is no longer held by this worker`);
+  }
+}
+
+/**
+ * Internal: unwinds a handler that paused durably (sleep, wait). The pause is already recorded and
+ * the lease released when it is thrown. Handlers must not swallow it; a catch-all should rethrow it.
+ */
+export class SuspendSignal extends Error {
+  override name = 'SuspendSignal';
+  constructor(readonly until: Date | null) {
+    super('execution suspended');
+  }
+}
+
+/** True for errors that must never be retried. */
+export function isNonRetryable(err: unknown): boolean {
+  return err instanceof NonRetryableError || err instanceof NonDeterminismError;
+}

@@ -1,0 +1,87 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { resolveRetryPolicy, type ResolvedRetryPolicy } from '../domain/retry';
+import type { TaskRegistration } from '../store/tasks';
+import { isTaskDefinition, type TaskDefinition } from './task';
+
+/** The tasks one worker serves, by name, with their retry policies resolved once. */
+export class TaskRegistry {
+  private readonly tasks = new Map<string, { def: TaskDefinition; retry: ResolvedRetryPolicy }>();
+
+  constructor(definitions: readonly TaskDefinition[] = []) {
+    for (const def of definitions) this.add(def);
+  }
+
+  add(def: TaskDefinition): void {
+    if (this.tasks.has(def.name)) throw new Error(`task ${def.name} is defined twice`);
+    this.tasks.set(def.name, { def, retry: resolveRetryPolicy(def.retry) });
+  }
+
+  get(name: string): { def: TaskDefinition; retry: ResolvedRetryPolicy } | undefined {
+    return this.tasks.get(name);
+  }
+
+  names(): string[] {
+    return [...this.tasks.keys()];
+  }
+
+  get size(): number {
+    return this.tasks.size;
+  }
+
+  /** What the database records for the API: names and JSON Schemas (TypeBox's symbols drop out). */
+  toRegistrations(): TaskRegistration[] {
+    return [...this.tasks.values()].map(({ def, retry }) => ({
+      name: def.name,
+      dataSchema: def.data ? JSON.parse(JSON.stringify(def.data)) : null,
+      eventSchemas: JSON.parse(JSON.stringify(def.events ?? {})),
+      retry,
+    }));
+  }
+}
+
+/** Collects every defineTask export of a module (also inside exported arrays). */
+export function collectTasks(moduleExports: unknown): TaskDefinition[] {
+  const found: TaskDefinition[] = [];
+  const visit = (value: unknown) => {
+    if (isTaskDefinition(value)) found.push(value);
+    else if (Array.isArray(value)) value.forEach(visit);
+  };
+  if (moduleExports && typeof moduleExports === 'object') {
+    for (const value of Object.values(moduleExports as Record<string, unknown>)) {
+      if (value && typeof value === 'object' && !isTaskDefinition(value) && !Array.isArray(value)) {
+        // `export default { a, b }` or a CJS-interop namespace
+        for (const inner of Object.values(value as Record<string, unknown>)) visit(inner);
+      } else visit(value);
+    }
+  }
+  return [...new Set(found)];
+}
+
+/**
+ * Loads a tasks module (.ts through tsx, .js, .cjs, .mjs) and returns its tasks. CommonJS and
+ * TypeScript modules are loaded with `require`, so their `import ... from 'stepwise'` shares this
+ * process's module instances. Throws a clear error when the file is missing, fails to load, or
+ * defines no task.
+ */
+export async function loadTasksModule(file: string): Promise<TaskDefinition[]> {
+  const absolute = path.resolve(file);
+  if (!/\.(ts|cts|mts|js|cjs|mjs)$/.test(absolute)) throw new Error(`tasks file ${file} must be a .ts, .js or .mjs module`);
+  if (!existsSync(absolute)) throw new Error(`tasks file ${file} does not exist`);
+  let mod: unknown;
+  try {
+    if (/\.(mjs|mts)$/.test(absolute)) {
+      if (absolute.endsWith('.mts')) (await import('tsx/esm/api')).register();
+      mod = await import(pathToFileURL(absolute).href);
+    } else {
+      if (/\.(ts|cts)$/.test(absolute)) (await import('tsx/cjs/api')).register();
+      mod = require(absolute);
+    }
+  } catch (err) {
+    throw new Error(`tasks file ${file} failed to load: ${(err as Error).message}`);
+  }
+  const tasks = collectTasks(mod);
+  if (tasks.length === 0) throw new Error(`tasks file ${file} exports no task made by defineTask`);
+  return tasks;
+}

@@ -1,0 +1,72 @@
+import type { Static, TSchema, TUnknown } from '@sinclair/typebox';
+import type { Duration } from '../domain/duration';
+import type { RetryPolicy } from '../domain/retry';
+import type { Logger } from '../logger';
+
+/** Event names a handler may wait for: the declared ones, or any name when the task declares none. */
+export type EventName<E extends Record<string, TSchema>> = [keyof E] extends [never] ? string : keyof E & string;
+/** The payload type of an event: from its schema, or unknown when undeclared. */
+export type EventPayload<E extends Record<string, TSchema>, K extends string> = K extends keyof E ? Static<E[K]> : unknown;
+
+/** The durable context a handler receives. Everything on it survives crashes and retries. */
+export interface TaskContext<E extends Record<string, TSchema> = Record<string, TSchema>> {
+  /** The execution being run. */
+  readonly executionId: string;
+  /** 1 for the first attempt, counting every retry and takeover. */
+  readonly attempt: number;
+  /** Aborted when the execution is cancelled, its lease is lost, or the worker shuts down. */
+  readonly signal: AbortSignal;
+  /** A logger bound to this execution. */
+  readonly log: Logger;
+  /**
+   * Runs `fn` once per execution and stores its JSON result before going on; a replay returns the
+   * stored result without calling `fn`. A name repeated within one execution is numbered in call order.
+   */
+  step<T>(name: string, fn: () => Promise<T> | T): Promise<T>;
+  /** Pauses durably for `duration` ('10m', 5000): the worker slot is freed meanwhile. */
+  sleep(name: string, duration: Duration): Promise<void>;
+  /** Pauses durably until `until`. */
+  sleepUntil(name: string, until: Date | string | number): Promise<void>;
+  /**
+   * Pauses until a client delivers the event `name`, and returns its payload (typed from the task's
+   * `events` schema). On timeout it throws EventTimeoutError.
+   */
+  waitForEvent<K extends EventName<E>>(name: K, options?: { timeout?: Duration }): Promise<EventPayload<E, K>>;
+}
+
+export interface TaskOptions<D extends TSchema, E extends Record<string, TSchema>, R> {
+  /** The name clients schedule. */
+  name: string;
+  /** JSON Schema (TypeBox) of `data`; the API rejects data that does not match. */
+  data?: D;
+  /** Schemas of the events the handler waits for, by name. */
+  events?: E;
+  retry?: Partial<RetryPolicy>;
+  run(ctx: TaskContext<E>, data: Static<D>): Promise<R>;
+}
+
+const TASK_BRAND = Symbol.for('stepwise.task');
+
+/** A registered task: what `defineTask` returns and the worker runs. */
+export interface TaskDefinition<D extends TSchema = TSchema, E extends Record<string, TSchema> = Record<string, TSchema>, R = unknown>
+  extends TaskOptions<D, E, R> {
+  readonly [TASK_BRAND]: true;
+}
+
+const TASK_NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$/;
+
+/** Declares a task. The static types of `data` and of each event payload come from the schemas. */
+export function defineTask<D extends TSchema = TUnknown, E extends Record<string, TSchema> = Record<never, TSchema>, R = unknown>(
+  options: TaskOptions<D, E, R>,
+): TaskDefinition<D, E, R> {
+  if (typeof options?.name !== 'string' || !TASK_NAME.test(options.name)) {
+    throw new TypeError(`task name ${JSON.stringify(options?.name)} must be 1-255 letters, digits or ._:- characters`);
+  }
+  if (typeof options.run !== 'function') throw new TypeError(`task ${options.name} needs a run(ctx, data) function`);
+  return Object.freeze({ ...options, [TASK_BRAND]: true as const });
+}
+
+/** True for a value made by defineTask (in this or another copy of the package). */
+export function isTaskDefinition(value: unknown): value is TaskDefinition {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[TASK_BRAND] === true;
+}

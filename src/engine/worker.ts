@@ -1,0 +1,342 @@
+import { randomUUID } from 'node:crypto';
+import { computeRetryDelay, hasAttemptsLeft } from '../domain/retry';
+import type { Logger } from '../logger';
+import { CHANNEL_CANCEL, CHANNEL_WORK } from '../store/channels';
+import type { Db } from '../store/db';
+import { claimExecutions, completeExecutions, failExecution, releaseExecutions, renewLeases, type ClaimedExecution, type Completion, type Lease } from '../store/leases';
+import { NotificationListener } from '../store/listener';
+import type { StepKind } from '../store/rows';
+import { loadSteps, recordStepResults, stepKey, type StepResult } from '../store/steps';
+import { upsertTasks } from '../store/tasks';
+import { isDatabaseUnavailable } from '../errors';
+import { toStorableJson } from '../domain/json';
+import { retryWhileUnavailable } from './db-retry';
+import { DurableContext } from './durable-context';
+import { isNonRetryable, LeaseLostError, SuspendSignal } from './errors';
+import { GroupCommitter, landedFlags } from '../group-commit';
+import { TaskRegistry } from './registry';
+import type { TaskDefinition } from './task';
+
+/** Hooks for metrics; the engine itself knows no metrics library. */
+export interface WorkerObserver {
+  claimed?(executions: ClaimedExecution[]): void;
+  finished?(task: string, outcome: 'completed' | 'failed' | 'retrying' | 'suspended' | 'lost', durationMs: number): void;
+  step?(task: string, kind: StepKind, durationMs: number): void;
+  slots?(busy: number, free: number): void;
+  databaseError?(): void;
+}
+
+export interface WorkerOptions {
+  db: Db;
+  databaseUrl: string;
+  tasks: readonly TaskDefinition[];
+  log: Logger;
+  concurrency?: number;
+  leaseMs?: number;
+  pollIntervalMs?: number;
+  shutdownGraceMs?: number;
+  observer?: WorkerObserver;
+}
+
+interface Active {
+  lease: Lease;
+  task: string;
+  controller: AbortController;
+  done: Promise<void>;
+  leaseExpiresAt: number;
+  /** True while the handler itself runs; false once only its final write is pending. */
+  inHandler: boolean;
+}
+
+type WorkerState = 'created' | 'running' | 'stopping' | 'stopped';
+
+/**
+ * Claims due executions and runs their handlers, up to `concurrency` at once. It wakes on NOTIFY and
+ * polls only as a fallback (one cheap indexed query per poll interval when idle). It renews the
+ * leases it holds; an execution it lost (cancelled, taken over) has its signal aborted. stop() stops
+ * claiming, lets handlers finish within the grace period, then aborts and releases the rest.
+ */
+export class Worker {
+  readonly id = randomUUID();
+  private state: WorkerState = 'created';
+  private readonly registry: TaskRegistry;
+  private readonly active = new Map<string, Active>();
+  private readonly listener: NotificationListener;
+  private readonly completions: GroupCommitter<Completion, boolean>;
+  private readonly stepRecords: GroupCommitter<StepResult, boolean>;
+  private readonly concurrency: number;
+  private readonly leaseMs: number;
+  private readonly pollIntervalMs: number;
+  private readonly shutdownGraceMs: number;
+  private wakeRequested = false;
+  private wakeUp: (() => void) | undefined;
+  private loopDone: Promise<void> | undefined;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private stopping: Promise<void> | undefined;
+  private readonly localWakeTimers = new Set<NodeJS.Timeout>();
+
+  constructor(private readonly options: WorkerOptions) {
+    this.registry = new TaskRegistry(options.tasks);
+    this.concurrency = options.concurrency ?? 32;
+    this.leaseMs = options.leaseMs ?? 30000;
+    this.pollIntervalMs = options.pollIntervalMs ?? 1000;
+    this.shutdownGraceMs = options.shutdownGraceMs ?? 10000;
+    this.listener = new NotificationListener({ url: options.databaseUrl, channels: [CHANNEL_WORK, CHANNEL_CANCEL], log: options.log });
+    this.listener.on('notification', (channel: string, payload: string) => this.onNotification(channel, payload));
+    this.listener.on('connected', () => this.wake());
+    this.completions = new GroupCommitter(landedFlags((items: Completion[]) => completeExecutions(options.db, items), (c) => c.id), isDatabaseUnavailable);
+    this.stepRecords = new GroupCommitter(landedFlags((items: StepResult[]) => recordStepResults(options.db, items), (s) => stepKey(s.id, s.seq)), isDatabaseUnavailable);
+  }
+
+  /** Handlers running now. */
+  private running = 0;
+
+  /** Executions this worker holds now (running handlers and final writes in flight). */
+  get busy(): number {
+    return this.active.size;
+  }
+
+  /**
+   * Slots free for claiming. A slot frees as soon as its handler returns, so claiming overlaps with
+   * the completion commit; held executions beyond twice the concurrency (a slow database) still
+   * throttle claiming, so memory and leases stay bounded.
+   */
+  private freeSlots(): number {
+    return this.concurrency - this.running - Math.max(0, this.active.size - this.running - this.concurrency);
+  }
+
+  /** Records the tasks in the database, starts listening and claiming. */
+  async start(): Promise<void> {
+    if (this.state !== 'created') throw new Error('a worker starts once');
+    await upsertTasks(this.options.db, this.registry.toRegistrations());
+    await this.listener.start();
+    this.state = 'running';
+    this.renewTimer = setInterval(() => void this.renewHeldLeases(), Math.max(200, Math.floor(this.leaseMs / 3)));
+    this.loopDone = this.loop();
+    this.options.log.info({ workerId: this.id, tasks: this.registry.names(), concurrency: this.concurrency }, 'worker started');
+  }
+
+  /** Idempotent; resolves when every execution is finished or released. */
+  stop(): Promise<void> {
+    this.stopping ??= this.shutdown();
+    return this.stopping;
+  }
+
+  private async shutdown(): Promise<void> {
+    if (this.state === 'created') {
+      this.state = 'stopped';
+      return;
+    }
+    this.state = 'stopping';
+    this.wake();
+    await this.loopDone;
+    const inFlight = [...this.active.values()].map((a) => a.done);
+    if (inFlight.length > 0) {
+      this.options.log.info({ inFlight: inFlight.length, graceMs: this.shutdownGraceMs }, 'worker draining');
+      await Promise.race([Promise.all(inFlight), new Promise((r) => setTimeout(r, this.shutdownGraceMs).unref())]);
+    }
+    const left = [...this.active.values()];
+    if (left.length > 0) {
+      for (const a of left) a.controller.abort(new LeaseLostError(a.lease.id));
+      const released = await releaseExecutions(this.options.db, left.map((a) => a.lease)).catch((err: Error) => {
+        this.options.log.error({ err: err.message }, 'release failed; leases will expire instead');
+        return new Set<string>();
+      });
+      this.options.log.info({ released: released.size }, 'worker released executions');
+    }
+    await this.completions.idle();
+    clearInterval(this.renewTimer);
+    for (const t of this.localWakeTimers) clearTimeout(t);
+    await this.listener.stop();
+    this.state = 'stopped';
+    this.options.log.info({ workerId: this.id }, 'worker stopped');
+  }
+
+  private onNotification(channel: string, payload: string): void {
+    if (channel === CHANNEL_WORK) {
+      if (payload === '' || this.registry.get(payload)) this.wake();
+    } else if (channel === CHANNEL_CANCEL) {
+      this.active.get(payload)?.controller.abort(new LeaseLostError(payload));
+    }
+  }
+
+  private wake(): void {
+    this.wakeRequested = true;
+    this.wakeUp?.();
+  }
+
+  /** Waits for a notification, a freed slot or the poll interval, whichever comes first. */
+  private async idleWait(ms: number): Promise<void> {
+    if (this.wakeRequested) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.wakeUp = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.wakeUp = undefined;
+  }
+
+  private async loop(): Promise<void> {
+    let backoff = 100;
+    const tasks = this.registry.names();
+    while (this.state === 'running') {
+      const free = this.freeSlots();
+      if (free <= 0) {
+        await this.idleWait(this.pollIntervalMs);
+        this.wakeRequested = false;
+        continue;
+      }
+      this.wakeRequested = false;
+      let claimed: ClaimedExecution[];
+      try {
+        claimed = await claimExecutions(this.options.db, tasks, free, this.leaseMs);
+        backoff = 100;
+      } catch (err) {
+        this.options.observer?.databaseError?.();
+        this.options.log.warn({ err: (err as Error).message, backoffMs: backoff }, 'claim failed');
+        await this.idleWait(backoff / 2 + Math.random() * (backoff / 2));
+        backoff = Math.min(backoff * 2, 5000);
+        continue;
+      }
+      if (this.state !== 'running') {
+        // Stopped while claiming: hand these straight back.
+        await releaseExecutions(this.options.db, claimed.map((c) => ({ id: c.execution.id, token: c.execution.leaseToken as string }))).catch(() => undefined);
+        break;
+      }
+      if (claimed.length > 0) this.options.observer?.claimed?.(claimed);
+      for (const c of claimed) this.startExecution(c);
+      this.options.observer?.slots?.(this.running, this.concurrency - this.running);
+      // A full batch means more may be due: claim again at once.
+      if (claimed.length < free) await this.idleWait(this.pollIntervalMs);
+    }
+  }
+
+  private startExecution(claimed: ClaimedExecution): void {
+    const { execution } = claimed;
+    const lease: Lease = { id: execution.id, token: execution.leaseToken as string };
+    const controller = new AbortController();
+    const entry: Active = { lease, task: execution.task, controller, done: Promise.resolve(), leaseExpiresAt: Date.now() + this.leaseMs, inHandler: true };
+    this.active.set(execution.id, entry);
+    this.running += 1;
+    entry.done = this.runExecution(claimed, entry).finally(() => {
+      this.leaveHandler(entry);
+      this.active.delete(execution.id);
+    });
+  }
+
+  /** The handler returned or threw: its slot is free, whatever its final write still has to do. */
+  private leaveHandler(entry: Active): void {
+    if (!entry.inHandler) return;
+    entry.inHandler = false;
+    this.running -= 1;
+    this.options.observer?.slots?.(this.running, this.concurrency - this.running);
+    this.wake();
+  }
+
+  private async runExecution(claimed: ClaimedExecution, entry: Active): Promise<void> {
+    const { execution } = claimed;
+    const started = Date.now();
+    const log = this.options.log.child({ executionId: execution.id, task: execution.task, attempt: execution.attempt });
+    const registered = this.registry.get(execution.task);
+    if (!registered) return; // claims filter by task; unreachable
+    const writeDeadline = () => entry.leaseExpiresAt;
+    try {
+      // A fresh execution has no history: skip the read.
+      const fresh = claimed.previousStatus === 'pending' && execution.attempt === 1 && execution.stepsCompleted === 0;
+      const history = fresh ? [] : await retryWhileUnavailable(() => loadSteps(this.options.db, execution.id), writeDeadline());
+      const ctx = new DurableContext({
+        db: this.options.db,
+        lease: entry.lease,
+        attempt: execution.attempt,
+        history,
+        claimedAt: claimed.claimedAt,
+        claimedLocally: started,
+        signal: entry.controller.signal,
+        log,
+        writeDeadline,
+        recordStep: (step) => this.stepRecords.submit(step),
+        onStep: (_name, kind, ms) => this.options.observer?.step?.(execution.task, kind, ms),
+      });
+      const output = await registered.def.run(ctx as never, execution.data as never);
+      this.leaveHandler(entry);
+      if (entry.controller.signal.aborted) throw entry.controller.signal.reason;
+      toStorableJson(output, 'the handler\'s return value');
+      const landed = await retryWhileUnavailable(() => this.completions.submit({ ...entry.lease, output }), writeDeadline());
+      if (landed) {
+        log.debug({ durationMs: Date.now() - started }, 'execution completed');
+        this.options.observer?.finished?.(execution.task, 'completed', Date.now() - started);
+      } else {
+        log.info('result discarded: execution was cancelled or taken over');
+        this.options.observer?.finished?.(execution.task, 'lost', Date.now() - started);
+      }
+    } catch (err) {
+      await this.handleFailure(err, claimed, entry, log, started);
+    }
+  }
+
+  private async handleFailure(err: unknown, claimed: ClaimedExecution, entry: Active, log: Logger, started: number): Promise<void> {
+    this.leaveHandler(entry);
+    const { execution } = claimed;
+    const durationMs = Date.now() - started;
+    if (err instanceof SuspendSignal) {
+      log.debug({ until: err.until }, 'execution suspended');
+      this.scheduleLocalWake(err.until);
+      this.options.observer?.finished?.(execution.task, 'suspended', durationMs);
+      return;
+    }
+    if (err instanceof LeaseLostError || entry.controller.signal.aborted) {
+      log.info('execution no longer held: cancelled, taken over or released');
+      this.options.observer?.finished?.(execution.task, 'lost', durationMs);
+      return;
+    }
+    const registered = this.registry.get(execution.task);
+    const retryable = !isNonRetryable(err) && registered !== undefined && hasAttemptsLeft(registered.retry, execution.attempt);
+    const error = {
+      type: err instanceof Error ? (err.name || 'Error').slice(0, 200) : 'Error',
+      message: (err instanceof Error ? err.message : String(err)).slice(0, 4000),
+      retryable,
+    };
+    const delay = retryable && registered ? computeRetryDelay(registered.retry, execution.attempt) : null;
+    try {
+      const landed = await retryWhileUnavailable(() => failExecution(this.options.db, entry.lease, error, delay), entry.leaseExpiresAt);
+      if (!landed) return;
+      if (delay !== null) {
+        log.warn({ errorType: error.type, retryInMs: delay }, 'attempt failed; retrying');
+        this.scheduleLocalWake(new Date(Date.now() + delay));
+      } else log.warn({ errorType: error.type }, 'execution failed');
+      this.options.observer?.finished?.(execution.task, delay !== null ? 'retrying' : 'failed', durationMs);
+    } catch (writeErr) {
+      log.error({ err: (writeErr as Error).message }, 'could not record failure; the lease will expire and the execution be retried');
+    }
+  }
+
+  /** A pause shorter than the poll interval should not wait for the next poll. */
+  private scheduleLocalWake(until: Date | null): void {
+    if (!until || this.state !== 'running') return;
+    const ms = until.getTime() - Date.now();
+    if (ms >= this.pollIntervalMs) return;
+    const timer = setTimeout(() => {
+      this.localWakeTimers.delete(timer);
+      this.wake();
+    }, Math.max(0, ms) + 5);
+    this.localWakeTimers.add(timer);
+  }
+
+  private async renewHeldLeases(): Promise<void> {
+    const entries = [...this.active.values()];
+    if (entries.length === 0) return;
+    const renewedAt = Date.now();
+    try {
+      const held = await renewLeases(this.options.db, entries.map((e) => e.lease), this.leaseMs);
+      for (const e of entries) {
+        if (held.has(e.lease.id)) e.leaseExpiresAt = renewedAt + this.leaseMs;
+        else if (this.active.get(e.lease.id) === e) e.controller.abort(new LeaseLostError(e.lease.id));
+      }
+    } catch (err) {
+      this.options.observer?.databaseError?.();
+      this.options.log.warn({ err: (err as Error).message }, 'lease renewal failed');
+    }
+  }
+}

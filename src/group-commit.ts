@@ -1,0 +1,77 @@
+/**
+ * Group commit: writes requested while flushes are in flight are queued and written together by the
+ * next flush, so concurrent writers share one statement and one commit. An idle system flushes each
+ * write at once (no timer, no added latency); a busy one batches. Up to `maxInFlight` flushes run at
+ * once, so one slow commit does not stall the queue behind it.
+ */
+export class GroupCommitter<I, R> {
+  private queue: Array<{ item: I; resolve: (result: R) => void; reject: (err: unknown) => void }> = [];
+  private inFlight = 0;
+  private readonly drained = new Set<() => void>();
+
+  /**
+   * @param flush writes the items and returns one result per item, in order
+   * @param isTransient errors for which failing the whole batch is right (the database is away); any
+   *   other batch failure is retried item by item, so one bad item cannot fail those sharing its commit
+   */
+  constructor(
+    private readonly flush: (items: I[]) => Promise<R[]>,
+    private readonly isTransient: (err: unknown) => boolean = () => false,
+    private readonly maxInFlight = 2,
+    private readonly maxBatch = 500,
+  ) {}
+
+  /** Resolves with the item's result once its batch has committed. */
+  submit(item: I): Promise<R> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ item, resolve, reject });
+      if (this.inFlight < this.maxInFlight) void this.drain();
+    });
+  }
+
+  /** Resolves when everything submitted so far is written. */
+  idle(): Promise<void> {
+    if (this.inFlight === 0 && this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.drained.add(resolve));
+  }
+
+  private async drain(): Promise<void> {
+    this.inFlight += 1;
+    try {
+      while (this.queue.length > 0) await this.write(this.queue.splice(0, this.maxBatch));
+    } finally {
+      this.inFlight -= 1;
+      if (this.inFlight === 0 && this.queue.length === 0) {
+        for (const resolve of this.drained) resolve();
+        this.drained.clear();
+      }
+    }
+  }
+
+  private async write(batch: GroupCommitter<I, R>['queue']): Promise<void> {
+    try {
+      const results = await this.flush(batch.map((b) => b.item));
+      batch.forEach((b, i) => b.resolve(results[i]));
+    } catch (err) {
+      if (batch.length === 1 || this.isTransient(err)) {
+        for (const b of batch) b.reject(err);
+        return;
+      }
+      for (const b of batch) {
+        try {
+          b.resolve((await this.flush([b.item]))[0]);
+        } catch (itemErr) {
+          b.reject(itemErr);
+        }
+      }
+    }
+  }
+}
+
+/** Adapts a writer that returns the keys that landed into per-item booleans. */
+export function landedFlags<I, K>(write: (items: I[]) => Promise<Set<K>>, keyOf: (item: I) => K): (items: I[]) => Promise<boolean[]> {
+  return async (items) => {
+    const landed = await write(items);
+    return items.map((i) => landed.has(keyOf(i)));
+  };
+}

@@ -1,0 +1,19 @@
+/**
+ * The Stepwise worker SDK: define tasks with typed data and events, and run them durably.
+ *
+ * ```ts
+ * import { defineTask, Type } from 'stepwise';
+ * export const hello = defineTask({ name: 'hello', data: Type.Object({ who: Type.String() }),
+ *   async run(ctx, data) { return ctx.step('greet', () => `hello ${data.who}`); } });
+ * ```
+ */
+export { Type } from '@sinclair/typebox';
+export type { Static, TSchema } from '@sinclair/typebox';
+export { defineTask, isTaskDefinition } from './engine/task';
+export type { TaskContext, TaskDefinition, TaskOptions } from './engine/task';
+export { NonRetryableError, EventTimeoutError, NonDeterminismError, LeaseLostError } from './engine/errors';
+export type { Duration } from './domain/duration';
+export type { RetryPolicy } from './domain/retry';
+export { Worker } from './engine/worker';
+export type { WorkerOptions, WorkerObserver } from './engine/worker';
+export { loadTasksModule } from './engine/registry';

@@ -1,0 +1,158 @@
+import path from 'node:path';
+import closeWithGrace from 'close-with-grace';
+import type { Config } from './config';
+import { createLogger, type Logger } from './logger';
+import { createDb, type Db } from './store/db';
+import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './store/embedded';
+import { isMigrated, migrateLatest } from './store/migrate';
+import { Worker } from './engine/worker';
+import { loadTasksModule } from './engine/registry';
+import type { TaskDefinition } from './engine/task';
+import { createMetricsRegistry } from './metrics';
+import { observeWorker } from './worker-metrics';
+
+/** The bundled example tasks, loaded by `stepwise dev` without --tasks. */
+export const EXAMPLE_TASKS_FILE = path.join(__dirname, '..', 'examples', 'index.ts');
+
+/** A startup problem with a message meant for the operator (no stack). */
+export class StartupError extends Error {}
+
+/** Describes a database URL without its password, for error messages. */
+function describeUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.hostname}:${u.port || 5432}${u.pathname}`;
+  } catch {
+    return 'an unparseable DATABASE_URL';
+  }
+}
+
+async function connect(url: string, config: Config, log: Logger): Promise<Db> {
+  try {
+    new URL(url);
+  } catch {
+    throw new StartupError('DATABASE_URL is not a valid URL (expected postgres://user:password@host:5432/database)');
+  }
+  const db = createDb({ url, poolMax: config.db.poolMax, acquireTimeoutMs: config.db.acquireTimeoutMs });
+  try {
+    await db.raw('SELECT 1');
+  } catch (err) {
+    await db.destroy();
+    throw new StartupError(`cannot connect to PostgreSQL at ${describeUrl(url)}: ${(err as Error).message}`);
+  }
+  log.debug({ database: describeUrl(url) }, 'database connected');
+  return db;
+}
+
+export interface RunOptions {
+  config: Readonly<Config>;
+  /** Run the API server. */
+  api: boolean;
+  /** Run a worker with these tasks (a module path), or none. */
+  tasksFile?: string;
+  concurrency?: number;
+  /** Start embedded PostgreSQL in this folder when no databaseUrl is configured. */
+  embeddedDir?: string;
+  /** Apply migrations before starting (dev); otherwise require them applied. */
+  migrate: boolean;
+  log?: Logger;
+}
+
+export interface Running {
+  url?: string;
+  databaseUrl: string;
+  worker?: Worker;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts what the options ask for, in dependency order: database, migrations, API, worker. stop()
+ * reverses it: stop accepting requests, drain and release the worker, close pools, stop PostgreSQL.
+ */
+export async function startStepwise(options: RunOptions): Promise<Running> {
+  const { config } = options;
+  const log = options.log ?? createLogger({ level: config.logLevel });
+  let tasks: TaskDefinition[] = [];
+  if (options.tasksFile) tasks = await loadTasksModule(options.tasksFile);
+  let embedded: EmbeddedPostgresHandle | undefined;
+  let databaseUrl = config.databaseUrl;
+  if (!databaseUrl) {
+    if (!options.embeddedDir) throw new StartupError('DATABASE_URL is not set');
+    log.info({ dataDir: options.embeddedDir }, 'starting embedded postgresql');
+    embedded = await startEmbeddedPostgres({ dataDir: path.join(options.embeddedDir, 'pgdata'), port: 54329 });
+    databaseUrl = embedded.url;
+  }
+  const stops: Array<() => Promise<void>> = [];
+  const stopAll = async () => {
+    for (const stop of stops.reverse()) await stop().catch((err: Error) => log.error({ err: err.message }, 'shutdown step failed'));
+  };
+  if (embedded) stops.push(() => embedded.stop());
+  try {
+    const db = await connect(databaseUrl, config, log);
+    stops.push(() => db.destroy());
+    if (options.migrate) {
+      const applied = await migrateLatest(db);
+      if (applied.length) log.info({ applied }, 'migrations applied');
+    } else if (!(await isMigrated(db))) {
+      throw new StartupError('the database has pending migrations: run `stepwise migrate` first');
+    }
+    const registry = createMetricsRegistry();
+    let url: string | undefined;
+    if (options.api) {
+      // Loaded only when serving: worker-only processes never load Koa.
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const { startApiServer } = require('./api/server') as typeof import('./api/server');
+      const api = await startApiServer({ config, databaseUrl, db, log, registry }).catch((err: NodeJS.ErrnoException) => {
+        if (err.code === 'EADDRINUSE') throw new StartupError(`port ${config.port} is already in use: choose another with --port or PORT`);
+        throw err;
+      });
+      stops.push(() => api.close());
+      url = api.url;
+    }
+    let worker: Worker | undefined;
+    if (tasks.length > 0) {
+      worker = new Worker({
+        db,
+        databaseUrl,
+        tasks,
+        log,
+        concurrency: options.concurrency ?? config.worker.concurrency,
+        leaseMs: config.worker.leaseMs,
+        pollIntervalMs: config.worker.pollIntervalMs,
+        shutdownGraceMs: config.worker.shutdownGraceMs,
+        observer: observeWorker(registry),
+      });
+      await worker.start();
+      const w = worker;
+      stops.push(() => w.stop());
+    }
+    return { url, databaseUrl, worker, stop: stopAll };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}
+
+/** Applies migrations and returns their names. */
+export async function runMigrations(config: Readonly<Config>, log: Logger): Promise<string[]> {
+  if (!config.databaseUrl) throw new StartupError('DATABASE_URL is not set');
+  const db = await connect(config.databaseUrl, config, log);
+  try {
+    return await migrateLatest(db);
+  } finally {
+    await db.destroy();
+  }
+}
+
+/**
+ * Stops gracefully on the first SIGINT/SIGTERM; a second one exits at once. The hard deadline leaves
+ * the worker its grace period plus time to release and close.
+ */
+export function stopOnSignals(running: Running, config: Readonly<Config>, log: Logger): void {
+  closeWithGrace({ delay: config.worker.shutdownGraceMs + 15000, logger: { error: (m: unknown) => log.error(String(m)) } }, async ({ signal, err }) => {
+    if (err) log.error({ err: (err as Error).message }, 'fatal error; shutting down');
+    log.info({ signal }, 'shutting down');
+    await running.stop();
+    log.info('stopped');
+  });
+}

@@ -1,0 +1,93 @@
+/** Small shared pieces of the dashboard: status badges, times, JSON blocks, error boxes. */
+import type { ComponentChildren } from 'preact';
+import { StepwiseApiError, type ExecutionStatus } from '../client';
+import { formatInstant, formatJson, formatRelative } from './format';
+import type { JsonProblem } from './json-input';
+
+export function StatusBadge({ status }: { status: ExecutionStatus | string }) {
+  return <span class={`status status-${status}`} data-status={status}>{status}</span>;
+}
+
+/** An instant in UTC with the relative time as a tooltip (or the other way round with `relative`). */
+export function Instant({ iso, now, relative = false }: { iso: string | null | undefined; now: number; relative?: boolean }) {
+  if (!iso) return <span class="muted">–</span>;
+  const abs = formatInstant(iso);
+  const rel = formatRelative(Date.parse(iso), now);
+  return <time dateTime={iso} title={relative ? abs : rel}>{relative ? rel : abs}</time>;
+}
+
+export function JsonBlock({ value, testId }: { value: unknown; testId?: string }) {
+  return <pre class="json" data-testid={testId}>{formatJson(value)}</pre>;
+}
+
+export function Section({ title, children, testId }: { title: string; children: ComponentChildren; testId?: string }) {
+  return (
+    <section class="card" data-testid={testId}>
+      <h2>{title}</h2>
+      {children}
+    </section>
+  );
+}
+
+/** An error answer as the envelope gave it: code, message, the failed checks and the request id. */
+export function ApiErrorBox({ error, testId = 'api-error' }: { error: unknown; testId?: string }) {
+  if (!error) return null;
+  if (error instanceof StepwiseApiError) {
+    return (
+      <div class="error-box" role="alert" data-testid={testId}>
+        <strong>{error.code}</strong> ({error.status}): {error.message}
+        {error.details && error.details.length > 0 && (
+          <ul>
+            {error.details.map((d) => (
+              <li key={`${d.path}:${d.message}`}>
+                <code>{d.path}</code> {d.message}
+              </li>
+            ))}
+          </ul>
+        )}
+        {error.requestId && <div class="muted small">request id {error.requestId}</div>}
+      </div>
+    );
+  }
+  const message = error instanceof TypeError ? `The server cannot be reached (${error.message}).` : String((error as Error).message ?? error);
+  return (
+    <div class="error-box" role="alert" data-testid={testId}>
+      {message}
+    </div>
+  );
+}
+
+/** A textarea for JSON with the problems the browser-side check found listed under it. */
+export function JsonEditor(props: {
+  label: string;
+  value: string;
+  onInput(text: string): void;
+  problems: JsonProblem[];
+  testId: string;
+  rows?: number;
+}) {
+  const invalid = props.problems.length > 0;
+  return (
+    <label class="field">
+      <span>{props.label}</span>
+      <textarea
+        class={invalid ? 'json-input invalid' : 'json-input'}
+        rows={props.rows ?? 6}
+        spellcheck={false}
+        value={props.value}
+        aria-invalid={invalid}
+        data-testid={props.testId}
+        onInput={(e) => props.onInput(e.currentTarget.value)}
+      />
+      {invalid && (
+        <ul class="problems" data-testid={`${props.testId}-problems`}>
+          {props.problems.map((p) => (
+            <li key={`${p.path}:${p.message}`}>
+              {p.path && <code>{p.path}</code>} {p.message}
+            </li>
+          ))}
+        </ul>
+      )}
+    </label>
+  );
+}

@@ -1,0 +1,112 @@
+/** Delivers a named event to a waiting execution, its payload checked in the browser first. */
+import { useEffect, useState } from 'preact/hooks';
+import type { Execution, Task } from '../client';
+import { useApi, useAuthPrompt } from './api-context';
+import { ApiErrorBox, JsonEditor, Section } from './components';
+import { formatJson } from './format';
+import { checkJson, sampleFromSchema, type JsonProblem } from './json-input';
+
+/** The events one can send: the one awaited now first, then every event the task declared. */
+function eventNames(execution: Execution, task: Task | undefined): string[] {
+  const awaited = execution.waiting_for_event?.event_name;
+  const declared = Object.keys(task?.event_schemas ?? {}).sort();
+  return [...new Set([...(awaited ? [awaited] : []), ...declared])];
+}
+
+export function EventForm({ execution, task, onDelivered }: { execution: Execution; task: Task | undefined; onDelivered(): void }) {
+  const { client } = useApi();
+  const names = eventNames(execution, task);
+  const [name, setName] = useState(names[0] ?? '');
+  const schema = task?.event_schemas?.[name];
+  const [text, setText] = useState('');
+  const [touched, setTouched] = useState(false);
+  const [problems, setProblems] = useState<JsonProblem[]>([]);
+  const [serverError, setServerError] = useState<unknown>(undefined);
+  const [delivered, setDelivered] = useState<string | undefined>(undefined);
+  const [busy, setBusy] = useState(false);
+  useAuthPrompt(serverError);
+
+  // Follow the awaited event and offer a payload skeleton from its schema until the operator types.
+  useEffect(() => {
+    if (!touched && names[0] && names[0] !== name) setName(names[0]);
+  }, [names[0]]);
+  useEffect(() => {
+    if (!touched) setText(formatJson(sampleFromSchema(schema)));
+  }, [name, schema === undefined]);
+
+  if (names.length === 0) return null;
+  const edit = (value: string) => {
+    setTouched(true);
+    setText(value);
+    setDelivered(undefined);
+    const check = checkJson(value, schema);
+    setProblems(check.ok ? [] : check.problems);
+  };
+  const send = async (e: Event) => {
+    e.preventDefault();
+    setServerError(undefined);
+    setDelivered(undefined);
+    const check = checkJson(text, schema);
+    if (!check.ok) {
+      setProblems(check.problems);
+      return;
+    }
+    setProblems([]);
+    setBusy(true);
+    try {
+      const answer = await client.sendEvent(execution.execution_id, name, check.value);
+      setDelivered(`Delivered “${answer.event_name}”; the execution is ${answer.status}.`);
+      setTouched(false);
+      onDelivered();
+    } catch (err) {
+      setServerError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <Section title="Deliver an event" testId="event-form">
+      <form onSubmit={send}>
+        <label class="field inline">
+          <span>Event</span>
+          <select
+            data-testid="event-name"
+            value={name}
+            onChange={(e) => {
+              setTouched(false);
+              setProblems([]);
+              setName(e.currentTarget.value);
+            }}
+          >
+            {names.map((n) => (
+              <option key={n} value={n}>
+                {n}
+                {n === execution.waiting_for_event?.event_name ? ' (awaited now)' : ''}
+              </option>
+            ))}
+          </select>
+        </label>
+        {schema !== undefined ? (
+          <details class="schema">
+            <summary>Payload schema</summary>
+            <pre class="json">{formatJson(schema)}</pre>
+          </details>
+        ) : (
+          <p class="muted small">The task declared no schema for this event: any JSON value is accepted.</p>
+        )}
+        <JsonEditor label="Payload (JSON)" value={text} onInput={edit} problems={problems} testId="event-payload" />
+        <div class="actions">
+          <button type="submit" class="primary" data-testid="send-event" disabled={busy}>
+            Deliver event
+          </button>
+          {delivered && (
+            <span class="ok" data-testid="event-delivered">
+              {delivered}
+            </span>
+          )}
+        </div>
+        <ApiErrorBox error={serverError} testId="event-error" />
+      </form>
+    </Section>
+  );
+}

@@ -1,0 +1,230 @@
+/** One execution: its facts, what it waits for, its timeline, and the cancel and deliver-event actions. */
+import type { ComponentChildren } from 'preact';
+import { useState } from 'preact/hooks';
+import type { Execution, Step, Task } from '../client';
+import { useApi, useAuthPrompt } from './api-context';
+import { ApiErrorBox, Instant, JsonBlock, Section, StatusBadge } from './components';
+import { elapsedMs, formatDuration, formatInstant, formatRelative, previewJson } from './format';
+import { routeHref } from './routes';
+import { buildTimeline, describeWait, type TimelineEntry } from './timeline';
+import { usePolling } from './use-polling';
+import { EventForm } from './event-form';
+
+const REFRESH_MS = 2000;
+const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
+
+function WaitInfo({ execution, steps, now }: { execution: Execution; steps: Step[]; now: number }) {
+  const wait = describeWait(execution, steps);
+  if (!wait) return null;
+  let text: string;
+  switch (wait.kind) {
+    case 'event':
+      text =
+        `Waiting for event “${wait.eventName}” since ${formatInstant(new Date(wait.sinceMs).toISOString())}` +
+        (wait.timeoutMs === null ? ', with no timeout.' : `; times out ${formatInstant(new Date(wait.timeoutMs).toISOString())} (${formatRelative(wait.timeoutMs, now)}).`);
+      break;
+    case 'sleep':
+      text = `Sleeping in “${wait.name}”` + (wait.untilMs === null ? '.' : ` until ${formatInstant(new Date(wait.untilMs).toISOString())} (${formatRelative(wait.untilMs, now)}).`);
+      break;
+    case 'retry':
+      text = `Pending a retry after attempt ${wait.attempt} failed: ${wait.reason}`;
+      break;
+    case 'queued':
+      text = `Queued for a worker since ${formatRelative(wait.sinceMs, now)}.`;
+      break;
+    case 'running':
+      text = wait.step ? `Running “${wait.step}”.` : 'Running.';
+      break;
+  }
+  return (
+    <p class={`wait-info wait-${wait.kind}`} data-testid="wait-info">
+      {text}
+    </p>
+  );
+}
+
+const KIND_LABEL: Record<TimelineEntry['kind'], string> = { step: 'step', sleep: 'sleep', event: 'event wait' };
+
+function entryNote(e: TimelineEntry, now: number): string {
+  if (e.kind === 'sleep') {
+    if (e.state === 'sleeping' && e.deadlineMs !== null) return `until ${formatInstant(new Date(e.deadlineMs).toISOString())} (${formatRelative(e.deadlineMs, now)})`;
+    return e.state === 'completed' ? 'woke up' : '';
+  }
+  if (e.kind === 'event') {
+    if (e.state === 'waiting') return e.deadlineMs === null ? 'no timeout' : `times out ${formatRelative(e.deadlineMs, now)}`;
+    if (e.timedOut) return 'timed out';
+    if (e.state === 'completed') return `payload ${previewJson((e.result as { payload?: unknown } | null)?.payload, 60)}`;
+    return '';
+  }
+  return e.state === 'completed' ? `→ ${previewJson(e.result, 60)}` : '';
+}
+
+function Timeline({ execution, steps, now }: { execution: Execution; steps: Step[]; now: number }) {
+  if (steps.length === 0) return <p class="muted">No steps recorded yet.</p>;
+  const timeline = buildTimeline(execution, steps, now);
+  return (
+    <ol class="timeline" data-testid="timeline">
+      {timeline.entries.map((e) => (
+        <li key={e.seq} class={`tl-row tl-${e.kind} tl-${e.state}`} data-testid="timeline-entry" data-kind={e.kind} data-state={e.state}>
+          <span class="tl-seq">{e.seq}</span>
+          <span class={`tl-kind kind-${e.kind}`}>{KIND_LABEL[e.kind]}</span>
+          <span class="tl-name mono" title={e.name}>
+            {e.name}
+          </span>
+          <span class="tl-track" aria-hidden="true">
+            <span class="tl-bar" style={{ left: `${e.offsetPct}%`, width: `${Math.min(e.widthPct, 100 - e.offsetPct)}%` }} />
+          </span>
+          <span class="tl-duration num" title={e.state === 'completed' ? 'duration' : 'so far'}>
+            {formatDuration(e.durationMs)}
+            {e.state !== 'completed' && <em> {e.state}</em>}
+          </span>
+          <span class="tl-note">{entryNote(e, now)}</span>
+        </li>
+      ))}
+    </ol>
+  );
+}
+
+function CancelButton({ execution, onDone }: { execution: Execution; onDone(): void }) {
+  const { client } = useApi();
+  const [confirming, setConfirming] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(undefined);
+  useAuthPrompt(error);
+  if (TERMINAL.has(execution.status)) return null;
+  const cancel = async () => {
+    setBusy(true);
+    setError(undefined);
+    try {
+      await client.cancel(execution.execution_id);
+      setConfirming(false);
+      onDone();
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <div class="actions">
+      {!confirming && (
+        <button type="button" class="danger" data-testid="cancel" onClick={() => setConfirming(true)}>
+          Cancel execution
+        </button>
+      )}
+      {confirming && (
+        <>
+          <span>Cancel this execution? A running handler is aborted.</span>
+          <button type="button" class="danger" data-testid="confirm-cancel" disabled={busy} onClick={cancel}>
+            Yes, cancel
+          </button>
+          <button type="button" onClick={() => setConfirming(false)}>
+            Keep it
+          </button>
+        </>
+      )}
+      <ApiErrorBox error={error} testId="cancel-error" />
+    </div>
+  );
+}
+
+function Fact({ label, children }: { label: string; children: ComponentChildren }) {
+  return (
+    <div class="fact">
+      <dt>{label}</dt>
+      <dd>{children}</dd>
+    </div>
+  );
+}
+
+export function ExecutionPage({ id }: { id: string }) {
+  const { client, autoRefresh } = useApi();
+  const [terminal, setTerminal] = useState(false);
+  const polled = usePolling<{ execution: Execution; steps: Step[] }>(
+    async () => {
+      const [execution, steps] = await Promise.all([client.get(id), client.listSteps(id)]);
+      setTerminal(TERMINAL.has(execution.status));
+      return { execution, steps };
+    },
+    [client, id],
+    // A finished execution does not change any more: stop asking.
+    { intervalMs: REFRESH_MS, enabled: autoRefresh && !terminal },
+  );
+  const tasks = usePolling<Task[]>(() => client.listTasks(), [client], { intervalMs: 0, enabled: false });
+  useAuthPrompt(polled.error, tasks.error);
+  const now = Date.now();
+  if (!polled.data) {
+    return (
+      <div>
+        <h1>Execution <span class="mono">{id}</span></h1>
+        <ApiErrorBox error={polled.error} />
+        {!polled.error && <p class="muted">Loading…</p>}
+      </div>
+    );
+  }
+  const { execution: x, steps } = polled.data;
+  const task = tasks.data?.find((t) => t.name === x.task);
+  const ran = elapsedMs(x.started_at, x.completed_at, now);
+  return (
+    <div data-testid="execution-detail" data-status={x.status}>
+      <div class="toolbar">
+        <h1>
+          Execution <span class="mono">{x.execution_id}</span>
+        </h1>
+        <StatusBadge status={x.status} />
+      </div>
+      <ApiErrorBox error={polled.error} />
+      <WaitInfo execution={x} steps={steps} now={now} />
+      <CancelButton execution={x} onDone={polled.reload} />
+      <div class="columns">
+        <Section title="Facts">
+          <dl class="facts">
+            <Fact label="Task">
+              <a href={routeHref({ page: 'executions', filter: { task: x.task, offset: 0, limit: 20 } })}>{x.task}</a>
+            </Fact>
+            <Fact label="Status">
+              <StatusBadge status={x.status} />
+            </Fact>
+            <Fact label="Attempt">
+              <span data-testid="attempt">{x.attempt}</span>
+            </Fact>
+            <Fact label="Steps completed">{x.steps_completed}</Fact>
+            <Fact label="Current step">{x.current_step ?? <span class="muted">–</span>}</Fact>
+            <Fact label="Created">
+              <Instant iso={x.created_at} now={now} />
+            </Fact>
+            <Fact label="Started">
+              <Instant iso={x.started_at} now={now} />
+            </Fact>
+            <Fact label="Completed">
+              <Instant iso={x.completed_at} now={now} />
+            </Fact>
+            <Fact label="Run time">{ran === null ? '–' : formatDuration(ran)}</Fact>
+          </dl>
+        </Section>
+        <Section title="Data">
+          <JsonBlock value={x.data} testId="execution-data" />
+          {x.status === 'completed' && (
+            <>
+              <h3>Output</h3>
+              <JsonBlock value={x.output} testId="execution-output" />
+            </>
+          )}
+          {x.error && (
+            <>
+              <h3>Error</h3>
+              <div class="error-box" data-testid="execution-error">
+                <strong>{x.error.type}</strong>: {x.error.message}
+                <div class="muted small">{x.error.retryable ? 'retryable' : 'not retryable'}</div>
+              </div>
+            </>
+          )}
+        </Section>
+      </div>
+      {!TERMINAL.has(x.status) && <EventForm execution={x} task={task} onDelivered={polled.reload} />}
+      <Section title="Timeline" testId="timeline-section">
+        <Timeline execution={x} steps={steps} now={now} />
+      </Section>
+    </div>
+  );
+}

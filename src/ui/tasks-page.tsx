@@ -1,0 +1,125 @@
+/** Registered tasks: their schemas, counts by status, and a form to schedule an execution. */
+import { useState } from 'preact/hooks';
+import type { Task } from '../client';
+import { useApi, useAuthPrompt } from './api-context';
+import { ApiErrorBox, Instant, JsonEditor, Section } from './components';
+import { formatJson } from './format';
+import { checkJson, sampleFromSchema, type JsonProblem } from './json-input';
+import { STATUSES, routeHref } from './routes';
+import { usePolling } from './use-polling';
+
+function ScheduleForm({ task }: { task: Task }) {
+  const { client, navigate } = useApi();
+  const [text, setText] = useState(() => formatJson(sampleFromSchema(task.data_schema)));
+  const [key, setKey] = useState('');
+  const [problems, setProblems] = useState<JsonProblem[]>([]);
+  const [error, setError] = useState<unknown>(undefined);
+  const [busy, setBusy] = useState(false);
+  useAuthPrompt(error);
+  const edit = (value: string) => {
+    setText(value);
+    const check = checkJson(value, task.data_schema);
+    setProblems(check.ok ? [] : check.problems);
+  };
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setError(undefined);
+    const check = checkJson(text, task.data_schema);
+    if (!check.ok) return setProblems(check.problems);
+    setBusy(true);
+    try {
+      const created = await client.schedule(task.name, check.value, key ? { idempotencyKey: key } : {});
+      navigate(routeHref({ page: 'execution', id: created.execution_id }));
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form class="schedule" onSubmit={submit} data-testid={`schedule-${task.name}`}>
+      <JsonEditor label="Data (JSON)" value={text} onInput={edit} problems={problems} testId="schedule-data" rows={5} />
+      <label class="field">
+        <span>Idempotency key (optional)</span>
+        <input type="text" maxLength={255} value={key} onInput={(e) => setKey(e.currentTarget.value)} />
+      </label>
+      <div class="actions">
+        <button type="submit" class="primary" disabled={busy}>
+          Schedule
+        </button>
+      </div>
+      <ApiErrorBox error={error} />
+    </form>
+  );
+}
+
+function TaskCard({ task, now }: { task: Task; now: number }) {
+  const events = Object.entries(task.event_schemas ?? {});
+  return (
+    <Section title={task.name} testId={`task-${task.name}`}>
+      <table class="counts">
+        <thead>
+          <tr>
+            {STATUSES.map((s) => (
+              <th key={s}>{s}</th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          <tr>
+            {STATUSES.map((s) => (
+              <td key={s} class="num">
+                <a class={`count status-text-${s}`} href={routeHref({ page: 'executions', filter: { task: task.name, status: s, offset: 0, limit: 20 } })}>
+                  {task.counts[s]}
+                </a>
+              </td>
+            ))}
+          </tr>
+        </tbody>
+      </table>
+      <p class="muted small">
+        Registered <Instant iso={task.updated_at} now={now} relative />
+      </p>
+      <details>
+        <summary>Data schema</summary>
+        {task.data_schema === null ? <p class="muted">Any data is accepted.</p> : <pre class="json">{formatJson(task.data_schema)}</pre>}
+      </details>
+      <details>
+        <summary>Event schemas ({events.length})</summary>
+        {events.length === 0 && <p class="muted">No events declared.</p>}
+        {events.map(([name, schema]) => (
+          <div key={name}>
+            <h3 class="mono">{name}</h3>
+            <pre class="json">{formatJson(schema)}</pre>
+          </div>
+        ))}
+      </details>
+      <details>
+        <summary>Schedule an execution</summary>
+        <ScheduleForm task={task} />
+      </details>
+    </Section>
+  );
+}
+
+export function TasksPage() {
+  const { client, autoRefresh } = useApi();
+  const tasks = usePolling<Task[]>(() => client.listTasks(), [client], { intervalMs: 5000, enabled: autoRefresh });
+  useAuthPrompt(tasks.error);
+  const now = Date.now();
+  return (
+    <div>
+      <div class="toolbar">
+        <h1>Tasks</h1>
+      </div>
+      <ApiErrorBox error={tasks.error} />
+      {!tasks.data && !tasks.error && <p class="muted">Loading…</p>}
+      {tasks.data?.length === 0 && <p class="muted">No task is registered yet: start a worker.</p>}
+      <div class="task-grid">
+        {tasks.data?.map((t) => (
+          <TaskCard key={t.name} task={t} now={now} />
+        ))}
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,132 @@
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+import path from 'node:path';
+import { getExecution, insertExecutions } from '../../src/store/executions';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { waitUntil } from '../helpers/wait-until';
+
+const ROOT = path.join(__dirname, '..', '..');
+const BIN = path.join(ROOT, 'bin', 'stepwise.js');
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the real `stepwise` command from source and collects its output. */
+function stepwise(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 30000): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, STEPWISE_FROM_SOURCE: '1', LOG_LEVEL: 'warn', DATABASE_URL: '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`stepwise ${args.join(' ')} did not exit: ${stdout}${stderr}`));
+    }, timeoutMs);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(async () => {
+  await t.drop();
+});
+
+describe('stepwise command line', () => {
+  test.each(['dev', 'serve', 'worker', 'migrate'])('%s --help prints its usage and exits 0', async (command) => {
+    const r = await stepwise([command, '--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`Usage: stepwise ${command}`);
+  });
+
+  test('a tasks file that does not exist is a one-line error', async () => {
+    const r = await stepwise(['worker', '--tasks', 'test/fixtures/missing.ts'], { DATABASE_URL: t.url });
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toBe('stepwise: tasks file test/fixtures/missing.ts does not exist');
+  });
+
+  test('a tasks file that fails to compile, or defines no task, is a clear error', async () => {
+    const broken = await stepwise(['worker', '--tasks', 'test/fixtures/tasks-broken.ts'], { DATABASE_URL: t.url });
+    expect(broken.code).toBe(1);
+    expect(broken.stderr).toContain('stepwise: tasks file test/fixtures/tasks-broken.ts failed to load');
+    const empty = await stepwise(['worker', '--tasks', 'test/fixtures/tasks-empty.ts'], { DATABASE_URL: t.url });
+    expect(empty.code).toBe(1);
+    expect(empty.stderr.trim()).toBe('stepwise: tasks file test/fixtures/tasks-empty.ts exports no task made by defineTask');
+  });
+
+  test('a malformed or unreachable DATABASE_URL is a clear error that never shows the password', async () => {
+    const malformed = await stepwise(['migrate'], { DATABASE_URL: 'not a url' });
+    expect(malformed.code).toBe(1);
+    expect(malformed.stderr).toContain('DATABASE_URL is not a valid URL');
+    const unreachable = await stepwise(['migrate'], { DATABASE_URL: 'postgres://me:s3cret-pw@127.0.0.1:1/nowhere' });
+    expect(unreachable.code).toBe(1);
+    expect(unreachable.stderr).toContain('cannot connect to PostgreSQL at 127.0.0.1:1/nowhere');
+    expect(unreachable.stderr).not.toContain('s3cret-pw');
+  });
+
+  test('serve without DATABASE_URL, and worker without --tasks, say what is missing', async () => {
+    const serve = await stepwise(['serve']);
+    expect(serve.code).toBe(1);
+    expect(serve.stderr).toContain('DATABASE_URL is not set');
+    const worker = await stepwise(['worker'], { DATABASE_URL: t.url });
+    expect(worker.code).toBe(1);
+    expect(worker.stderr).toContain("required option '-t, --tasks <file>' not specified");
+  });
+
+  test('a port already in use is a clear error', async () => {
+    const blocker = net.createServer();
+    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()));
+    const port = (blocker.address() as net.AddressInfo).port;
+    try {
+      const r = await stepwise(['serve', '--port', String(port)], { DATABASE_URL: t.url });
+      expect(r.code).toBe(1);
+      expect(r.stderr.trim()).toBe(`stepwise: port ${port} is already in use: choose another with --port or PORT`);
+    } finally {
+      blocker.close();
+    }
+  });
+
+  test('bad configuration values are named at start-up', async () => {
+    const r = await stepwise(['serve'], { DATABASE_URL: t.url, STEPWISE_CONCURRENCY: 'many' });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('STEPWISE_CONCURRENCY must be an integer');
+  });
+
+  test.each([
+    ['test/fixtures/tasks-esm.mjs', 'esm-task', { doubled: 42, from: 'mjs' }],
+    ['test/fixtures/tasks-cjs.js', 'cjs-task', { tripled: 63, from: 'js' }],
+  ])('worker --tasks %s runs the module’s tasks, importing from "stepwise"', async (file, task, output) => {
+    const child = spawn(process.execPath, [BIN, 'worker', '--tasks', file, '--concurrency', '2'], {
+      cwd: ROOT,
+      env: { ...process.env, STEPWISE_FROM_SOURCE: '1', LOG_LEVEL: 'warn', DATABASE_URL: t.url },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', r));
+    try {
+      const [{ execution }] = await insertExecutions(t.db, [{ task, data: { n: 21 } }]);
+      const done = await waitUntil(async () => {
+        const e = await getExecution(t.db, execution.id);
+        return e?.status === 'completed' ? e : undefined;
+      }, `${task} to complete (${out})`, 20000);
+      expect(done.output).toEqual(output);
+    } finally {
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    }
+  });
+});

@@ -1,0 +1,87 @@
+import type { Execution, Step } from '../../src/client';
+import { buildTimeline, describeWait } from '../../src/ui/timeline';
+
+const T0 = Date.parse('2024-10-30T12:00:00.000Z');
+const at = (ms: number) => new Date(T0 + ms).toISOString();
+
+function step(seq: number, kind: Step['kind'], startMs: number, endMs: number | null, extra: Partial<Step> = {}): Step {
+  return {
+    seq,
+    name: `${kind}-${seq}`,
+    kind,
+    status: endMs === null ? 'in_progress' : 'completed',
+    result: null,
+    wake_at: null,
+    started_at: at(startMs),
+    completed_at: endMs === null ? null : at(endMs),
+    ...extra,
+  };
+}
+
+const running = { created_at: at(0), started_at: at(0), completed_at: null, status: 'waiting' as const };
+
+describe('buildTimeline', () => {
+  it('places steps in call order on one span, with durations and an unfinished wait lasting until now', () => {
+    const steps = [step(1, 'event', 1000, null, { wake_at: at(60_000) }), step(0, 'step', 0, 1000)];
+    const t = buildTimeline(running, steps, T0 + 4000);
+    expect(t.entries.map((e) => [e.seq, e.state, e.durationMs])).toEqual([
+      [0, 'completed', 1000],
+      [1, 'waiting', 3000],
+    ]);
+    expect(t.startMs).toBe(T0);
+    expect(t.endMs).toBe(T0 + 4000);
+    expect(t.entries[0]).toMatchObject({ offsetPct: 0, widthPct: 25 });
+    expect(t.entries[1]).toMatchObject({ offsetPct: 25, widthPct: 75, deadlineMs: T0 + 60_000 });
+  });
+
+  it('stops an unfinished step at the end of a cancelled execution instead of now', () => {
+    const cancelled = { ...running, status: 'cancelled' as const, completed_at: at(2000) };
+    const t = buildTimeline(cancelled, [step(0, 'sleep', 500, null, { wake_at: at(600_000) })], T0 + 900_000);
+    expect(t.entries[0]).toMatchObject({ state: 'interrupted', durationMs: 1500 });
+    expect(t.endMs).toBe(T0 + 2000);
+  });
+
+  it('marks an event wait that timed out and keeps zero-length bars visible', () => {
+    const steps = [step(0, 'event', 0, 0, { result: { timed_out: true } }), step(1, 'step', 0, 0)];
+    const t = buildTimeline({ ...running, status: 'completed', completed_at: at(10_000) }, steps, T0 + 20_000);
+    expect(t.entries[0].timedOut).toBe(true);
+    expect(t.entries[1].timedOut).toBe(false);
+    expect(t.entries[1].widthPct).toBe(0.5);
+  });
+
+  it('labels in-progress sleeps and steps by what they are doing', () => {
+    const t = buildTimeline(running, [step(0, 'sleep', 0, null), step(1, 'step', 0, null)], T0 + 1);
+    expect(t.entries.map((e) => e.state)).toEqual(['sleeping', 'running']);
+  });
+});
+
+describe('describeWait', () => {
+  const base: Pick<Execution, 'status' | 'waiting_for_event' | 'created_at' | 'attempt' | 'error' | 'current_step'> = {
+    status: 'waiting',
+    waiting_for_event: null,
+    created_at: at(0),
+    attempt: 1,
+    error: null,
+    current_step: 'cool-off',
+  };
+
+  it('names the awaited event with its timeout', () => {
+    const w = describeWait({ ...base, waiting_for_event: { event_name: 'approval', since: at(5), timeout_at: at(100) } }, []);
+    expect(w).toEqual({ kind: 'event', eventName: 'approval', sinceMs: T0 + 5, timeoutMs: T0 + 100 });
+  });
+
+  it('names a sleep and its wake-up time', () => {
+    const w = describeWait(base, [step(0, 'sleep', 0, null, { name: 'cool-off', wake_at: at(600_000) })]);
+    expect(w).toEqual({ kind: 'sleep', name: 'cool-off', untilMs: T0 + 600_000 });
+  });
+
+  it('tells a pending retry from a queued execution, and says nothing once finished', () => {
+    expect(describeWait({ ...base, status: 'pending', error: { type: 'Error', message: 'boom', retryable: true } }, [])).toEqual({
+      kind: 'retry',
+      attempt: 1,
+      reason: 'boom',
+    });
+    expect(describeWait({ ...base, status: 'pending', attempt: 0 }, [])).toEqual({ kind: 'queued', sinceMs: T0 });
+    expect(describeWait({ ...base, status: 'completed' }, [])).toBeNull();
+  });
+});

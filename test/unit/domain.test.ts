@@ -1,0 +1,71 @@
+import { parseDuration } from '../../src/domain/duration';
+import { toStorableJson } from '../../src/domain/json';
+import { computeRetryDelay, hasAttemptsLeft, resolveRetryPolicy } from '../../src/domain/retry';
+import { canTransition, isCancellable, isTerminal } from '../../src/domain/status';
+import { isExecutionId, newExecutionId } from '../../src/domain/ids';
+
+describe('durations', () => {
+  test('parse ms strings and numbers, reject junk', () => {
+    expect(parseDuration('10s')).toBe(10000);
+    expect(parseDuration('7d')).toBe(604800000);
+    expect(parseDuration(250)).toBe(250);
+    expect(() => parseDuration('soon')).toThrow(RangeError);
+    expect(() => parseDuration(-1)).toThrow(RangeError);
+    expect(() => parseDuration(Number.NaN)).toThrow(RangeError);
+  });
+});
+
+describe('retry backoff', () => {
+  const policy = resolveRetryPolicy({ maxAttempts: 5, initialDelay: '1s', maxDelay: '10s' });
+  test('grows exponentially with equal jitter and is capped', () => {
+    expect(computeRetryDelay(policy, 1, () => 0)).toBe(500);
+    expect(computeRetryDelay(policy, 1, () => 1)).toBe(1000);
+    expect(computeRetryDelay(policy, 3, () => 1)).toBe(4000);
+    expect(computeRetryDelay(policy, 10, () => 1)).toBe(10000);
+    expect(computeRetryDelay(policy, 10, () => 0)).toBe(5000);
+  });
+  test('attempts run out at maxAttempts', () => {
+    expect(hasAttemptsLeft(policy, 4)).toBe(true);
+    expect(hasAttemptsLeft(policy, 5)).toBe(false);
+  });
+  test('bad policies are rejected', () => {
+    expect(() => resolveRetryPolicy({ maxAttempts: 0 })).toThrow(RangeError);
+    expect(() => resolveRetryPolicy({ initialDelay: 'never' })).toThrow(RangeError);
+  });
+});
+
+describe('statuses', () => {
+  test('terminal statuses have no moves; cancel is legal from every active one', () => {
+    for (const s of ['completed', 'failed', 'cancelled'] as const) {
+      expect(isTerminal(s)).toBe(true);
+      expect(isCancellable(s)).toBe(false);
+    }
+    for (const s of ['pending', 'running', 'waiting'] as const) expect(isCancellable(s)).toBe(true);
+    expect(canTransition('waiting', 'completed')).toBe(false);
+    expect(canTransition('pending', 'running')).toBe(true);
+  });
+});
+
+describe('ids', () => {
+  test('new ids are UUIDv7 and sort by creation', () => {
+    const a = newExecutionId();
+    const b = newExecutionId();
+    expect(a[14]).toBe('7');
+    expect(isExecutionId(a)).toBe(true);
+    expect(a < b).toBe(true);
+    expect(isExecutionId('not-a-uuid')).toBe(false);
+    expect(isExecutionId("1' OR '1'='1")).toBe(false);
+  });
+});
+
+describe('storable JSON', () => {
+  test('accepts JSON values and rejects BigInt, cycles and NUL', () => {
+    expect(toStorableJson({ a: [1, 'x', null] }, 'v')).toBe('{"a":[1,"x",null]}');
+    expect(toStorableJson(undefined, 'v')).toBeUndefined();
+    expect(() => toStorableJson(10n, 'v')).toThrow(/not JSON-serializable/);
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    expect(() => toStorableJson(cyclic, 'v')).toThrow(/not JSON-serializable/);
+    expect(() => toStorableJson('a\u0000b', 'v')).toThrow(/NUL/);
+  });
+});
