@@ -2,7 +2,6 @@ import Koa from 'koa';
 import Router from '@koa/router';
 import { MethodNotAllowedError, RouteNotFoundError } from '../errors';
 import { logRequests } from './access-log';
-import { requireBearerToken } from './auth';
 import type { ApiDeps } from './deps';
 import { handleErrors } from './error-middleware';
 import { addEventRoutes } from './events';
@@ -27,16 +26,16 @@ function rejectUnrouted(router: Router<ApiState>): Koa.Middleware<ApiState> {
 }
 
 /**
- * The Koa application: request id, timing and logging, the error envelope, bearer auth on
- * `{basePath}/api/v1` (except the public contract), then the routes of openapi.yaml.
+ * The Koa application: request id, timing and logging, the error envelope, then the routes of
+ * openapi.yaml (each behind its own auth, body parsing and validation), then 404/405.
  */
 export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   const app = new Koa<ApiState>();
   // Errors never reach Koa's default handler (it would print stacks to stderr): handleErrors answers them.
   app.silent = true;
-  app.proxy = false;
   const base = deps.config.basePath;
-  const router = new Router<ApiState>({ prefix: base || undefined });
+  // Paths match exactly as the contract writes them: no case folding, no optional trailing slash.
+  const router = new Router<ApiState>({ prefix: base || undefined, sensitive: true, strict: true });
   addExecutionRoutes(router, deps);
   addWaitRoute(router, deps);
   addEventRoutes(router, deps);
@@ -44,15 +43,10 @@ export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   addOperationalRoutes(router, deps);
   addMetricsRoute(router, deps);
 
-  const apiPrefix = `${base}/api/v1/`;
-  const publicPaths = new Set(
-    [...deps.spec.operations.values()].filter((op) => !op.requiresAuth).map((op) => `${base}${op.path}`),
-  );
   app.use(assignRequestId());
   app.use(measureRequests(deps.registry));
   app.use(logRequests(deps.log));
   app.use(handleErrors(deps.log));
-  app.use(requireBearerToken(deps.config.auth.tokens, (path) => path.startsWith(apiPrefix) && !publicPaths.has(path)));
   app.use(router.routes());
   // Dashboard and API reference: public pages and assets; the API calls they make need the token.
   app.use(serveDashboard({ basePath: base }));

@@ -20,13 +20,14 @@ export function isTokenAccepted(digests: readonly Buffer[], presented: string): 
 }
 
 /**
- * Bearer-token auth for the routes `isProtected` selects. With no tokens configured it lets every
- * request through (the server logs at start-up that auth is off). Tokens are never logged.
+ * Bearer-token auth, mounted on every operation openapi.yaml protects (by the route itself, never by
+ * matching path strings, which case or slash variants could slip past). With no tokens configured it
+ * lets every request through (the server logs at start-up that auth is off). Tokens are never logged.
  */
-export function requireBearerToken(tokens: readonly string[], isProtected: (path: string) => boolean): Middleware<ApiState> {
+export function requireBearerToken(tokens: readonly string[]): Middleware<ApiState> {
   const digests = tokens.map(digest);
   return async (ctx, next) => {
-    if (digests.length > 0 && isProtected(ctx.path)) {
+    if (digests.length > 0) {
       const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(ctx.get('Authorization'));
       if (!match || !isTokenAccepted(digests, match[1])) throw new UnauthorizedError();
     }

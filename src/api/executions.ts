@@ -16,7 +16,7 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
     const task = await taskSchemas.getTask(body.task);
     const data = body.data ?? null;
     taskSchemas.assertValidData(task, data);
-    const result = await deps.scheduler.submit({ task: body.task, data, idempotencyKey: body.idempotency_key });
+    const result = await scheduler.submit({ task: body.task, data, idempotencyKey: body.idempotency_key });
     if (result.created) return { status: 201, body: toScheduledExecution(result.execution) };
     if (result.execution.task !== body.task) throw new ExecutionAlreadyExistsError(body.idempotency_key ?? '', result.execution.task);
     return { status: 200, body: toScheduledExecution(result.execution) };

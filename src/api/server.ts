@@ -8,6 +8,7 @@ import { CHANNEL_CHANGED } from '../store/channels';
 import type { Db } from '../store/db';
 import { NotificationListener } from '../store/listener';
 import { createApiApp } from './app';
+import { requireBearerToken } from './auth';
 import { ExecutionWaiters } from './execution-waiters';
 import { measureLongPolls } from './metrics';
 import { measureQueue } from './queue-metrics';
@@ -132,7 +133,12 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     waiters,
     taskSchemas: new TaskSchemaCache(db),
     scheduler: createScheduler(db),
-    routes: { spec, bodyLimitBytes: config.http.bodyLimitBytes, jsonMaxDepth: config.http.jsonMaxDepth },
+    routes: {
+      spec,
+      authenticate: requireBearerToken(config.auth.tokens),
+      bodyLimitBytes: config.http.bodyLimitBytes,
+      jsonMaxDepth: config.http.jsonMaxDepth,
+    },
   });
   const server = createHttpServer(config, app.callback());
   try {

@@ -1,4 +1,5 @@
 import type Router from '@koa/router';
+import type { Middleware } from 'koa';
 import type { operations } from '../../generated/openapi';
 import type { CompiledSpec } from './spec';
 import { readJsonBody } from './request-body';
@@ -44,19 +45,23 @@ export type Handler<K extends OperationId> = (input: HandlerInput<K>) => Promise
 /** What every route needs besides its handler. */
 export interface RouteOptions {
   spec: CompiledSpec;
+  /** Runs first on every operation that declares security. */
+  authenticate: Middleware<ApiState>;
   bodyLimitBytes: number;
   jsonMaxDepth: number;
 }
 
 /**
- * Mounts the handler of `operationId` at the method and path openapi.yaml gives it, behind body
- * parsing (when the operation takes a body) and request validation. Because the handler's result is
+ * Mounts the handler of `operationId` at the method and path openapi.yaml gives it, behind bearer
+ * auth (when the operation declares security), body parsing (when it takes a body) and request
+ * validation. Because the handler's result is
  * typed from the generated `operations`, a status or body the spec does not list fails the typecheck.
  */
 export function addOperation<K extends OperationId>(router: Router<ApiState>, options: RouteOptions, operationId: K, handler: Handler<K>): void {
   const op = options.spec.operations.get(operationId);
   if (!op) throw new Error(`openapi.yaml has no operation ${operationId}`);
   const chain = [
+    ...(op.requiresAuth ? [options.authenticate] : []),
     ...(op.body ? [readJsonBody({ limitBytes: options.bodyLimitBytes, maxDepth: options.jsonMaxDepth })] : []),
     validateRequest(op),
     async (ctx: ApiContext) => {

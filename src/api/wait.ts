@@ -36,6 +36,8 @@ export function addWaitRoute(router: Router<ApiState>, deps: ApiDeps): void {
       const finished = await pending.done;
       ctx.res.off('close', pending.cancel);
       if (finished) return answer(finished, timeoutSeconds);
+      // The client hung up: nobody reads this answer, so spare the database the re-read.
+      if (ctx.req.socket.destroyed) return answer(current, timeoutSeconds);
       // Timed out: one read for the real current status (it may have ended in the meantime).
       const latest = await getExecution(db, params.id);
       if (!latest) throw new ExecutionNotFoundError(params.id);

@@ -64,6 +64,16 @@ describe('authentication', () => {
     },
   );
 
+  test('variants of a protected path (case, slashes, percent-encoding) never answer without a token', async () => {
+    const variants = ['/API/V1/TASKS', '/Api/v1/tasks', '/api/v1/tasks/', '/api/v1//tasks', '//api/v1/tasks', '/api/v1/t%61sks', '/api/v1/tasks%2F', `/api/v1/executions/${executionId.toUpperCase()}`, '/api/v1/executions/'];
+    for (const path of variants) {
+      const res = await api.call('GET', path);
+      expect([401, 404]).toContain(res.status);
+    }
+    // Matching is exact, so the case variant is simply not a route.
+    expect((await api.call('GET', '/API/V1/TASKS', { headers: { Authorization: `Bearer ${TOKEN}` } })).status).toBe(404);
+  });
+
   test('health, readiness, metrics and the contract stay public', async () => {
     for (const path of ['/healthz', '/readyz', '/metrics', '/api/v1/openapi.yaml']) {
       expect((await api.call('GET', path)).status).toBe(200);

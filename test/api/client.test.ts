@@ -50,7 +50,7 @@ describe('stepwise/client', () => {
       token: 'client-token',
       fetch: async (req) => {
         if (req.url.includes('/wait')) polls++;
-        return fetch(req);
+        return api.fetch(req);
       },
     });
     const done = counting.wait(e.id, { timeoutSeconds: 1 });
@@ -78,7 +78,7 @@ describe('stepwise/client', () => {
         calls++;
         if (calls === 1) return new Response(JSON.stringify({ error: { code: 'service_unavailable', message: 'down' } }), { status: 503, headers: { 'Retry-After': '0' } });
         if (calls === 2) throw new TypeError('fetch failed');
-        return fetch(req);
+        return api.fetch(req);
       },
     });
     expect((await flaky.wait(e.id, { deadlineMs: 10000 })).status).toBe('completed');

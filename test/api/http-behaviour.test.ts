@@ -3,6 +3,7 @@ import { parse as parseYaml } from 'yaml';
 import '../helpers/spec-matcher';
 import { startTestApi, type TestApi } from '../helpers/api-server';
 import { createExecutionIn, registerTask, uniqueTask } from '../helpers/simulated-worker';
+import { getSpec } from '../../src/api/spec';
 import { newExecutionId } from '../../src/domain/ids';
 
 const JSON_HEADERS = { 'Content-Type': 'application/json' };
@@ -66,7 +67,10 @@ describe('base path', () => {
     for (const path of ['/healthz', '/api/v1/tasks', '/sw/healthz']) {
       const outside = await fetch(`${new URL(api.api.url).origin}${path}`);
       expect(outside.status).toBe(404);
-      expect(await outside.json()).toMatchObject({ error: { code: 'route_not_found' } });
+      expect(outside.headers.get('x-request-id')).toBeTruthy();
+      const body: unknown = await outside.json();
+      expect(getSpec().validateErrorEnvelope(body)).toBe(true);
+      expect(body).toMatchObject({ error: { code: 'route_not_found' } });
     }
   });
 

@@ -12,8 +12,8 @@ import { CHANNEL_CHANGED } from '../../src/store/channels';
 import { insertExecutions } from '../../src/store/executions';
 
 async function longPollsWaiting(api: TestApi): Promise<number> {
-  const res = await fetch(`${api.api.url}/metrics`);
-  const match = /^stepwise_http_long_polls_waiting (\d+)/m.exec(await res.text());
+  const res = await api.call('GET', '/metrics');
+  const match = /^stepwise_http_long_polls_waiting (\d+)/m.exec(res.text);
   return Number(match?.[1] ?? NaN);
 }
 

@@ -30,6 +30,8 @@ export interface TestApi {
   client: StepwiseClient;
   /** A client with another token (or none), equally spec-checked. */
   clientWith(token: string | undefined): StepwiseClient;
+  /** A fetch for custom clients: every answer is checked against openapi.yaml like the others. */
+  fetch(request: Request): Promise<Response>;
   /** Plain fetch for requests the typed client cannot make (malformed, wrong types); spec-checked too. */
   call(method: string, path: string, init?: { body?: string | Blob; headers?: Record<string, string> }): Promise<RecordedResponse>;
   /** Every answer any of the above saw that broke the spec (also thrown at the call). */
@@ -95,6 +97,7 @@ export async function startTestApi(options: TestApiOptions = {}): Promise<TestAp
     client: clientWith(options.tokens?.[0]),
     clientWith,
     violations,
+    fetch: checkingFetch,
     async call(method, path, init = {}) {
       const response = await fetch(`${api.url}${path}`, { method, body: init.body, headers: init.headers });
       const rec = await recordResponse(method, path, response);
