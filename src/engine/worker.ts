@@ -182,6 +182,8 @@ export class Worker {
     let backoff = 100;
     const tasks = this.registry.names();
     while (this.state === 'running') {
+      // Handlers that finish in the same turn free their slots together: claim once for all of them.
+      await new Promise((resolve) => setImmediate(resolve));
       const free = this.freeSlots();
       if (free <= 0) {
         await this.idleWait(this.pollIntervalMs);
@@ -223,6 +225,8 @@ export class Worker {
     entry.done = this.runExecution(claimed, entry).finally(() => {
       this.leaveHandler(entry);
       this.active.delete(execution.id);
+      // Letting go of a held execution may lift the throttle on claiming (see freeSlots).
+      this.wake();
     });
   }
 
