@@ -1,4 +1,3 @@
-import type { Knex } from 'knex';
 import { newExecutionId } from '../domain/ids';
 import type { ExecutionStatus } from '../domain/status';
 import { preparedRows, queryRows, type Db } from './db';
@@ -90,7 +89,8 @@ export interface ListPage {
 
 /**
  * A page ordered by (created_at, id), so equal timestamps never make pages skip or repeat rows; each
- * filter has an index in that order. The total comes from the same snapshot as the page.
+ * filter has an index in that order. Page and total come from one statement, hence one snapshot,
+ * in one round trip (an offset past the end still returns the total).
  */
 export async function listExecutions(db: Db, filter: ListFilter): Promise<ListPage> {
   const where: string[] = [];
@@ -105,18 +105,19 @@ export async function listExecutions(db: Db, filter: ListFilter): Promise<ListPa
   }
   const whereSql = where.length ? `WHERE ${where.join(' AND ')}` : '';
   const dir = filter.order === 'asc' ? 'ASC' : 'DESC';
-  return db.transaction(
-    async (trx) => {
-      const items = await queryRows<ExecutionRow>(
-        trx,
-        `SELECT * FROM stepwise.executions ${whereSql} ORDER BY created_at ${dir}, id ${dir} LIMIT ? OFFSET ?`,
-        [...bindings, filter.limit, filter.offset],
-      );
-      const [{ total }] = await queryRows<{ total: number }>(trx, `SELECT count(*) AS total FROM stepwise.executions ${whereSql}`, bindings);
-      return { items: items.map(rowToExecution), total };
-    },
-    { isolationLevel: 'repeatable read', readOnly: true } as Knex.TransactionConfig,
+  const rows = await queryRows<ExecutionRow & { total: number }>(
+    db,
+    `WITH page AS (
+       SELECT * FROM stepwise.executions ${whereSql} ORDER BY created_at ${dir}, id ${dir} LIMIT ? OFFSET ?
+     ),
+     total AS (SELECT count(*)::bigint AS total FROM stepwise.executions ${whereSql})
+     SELECT page.*, total.total FROM total LEFT JOIN page ON true
+      ORDER BY page.created_at ${dir}, page.id ${dir}`,
+    [...bindings, filter.limit, filter.offset, ...bindings],
   );
+  const total = rows.length > 0 ? Number(rows[0].total) : 0;
+  // An empty page still yields one row, with the total and no execution.
+  return { items: rows.filter((r) => r.id !== null).map(rowToExecution), total };
 }
 
 export type CancelOutcome =
