@@ -1,8 +1,11 @@
 import { isDatabaseUnavailable } from '../errors';
+import { StoreUnavailableError } from './errors';
 
 /**
  * Retries `fn` while the database is unreachable (a restart, a failover), with jittered exponential
- * backoff, until `deadline` (epoch ms). Any other error, or an abort, is thrown at once.
+ * backoff, until `deadline` (epoch ms). Any other error, or an abort, is thrown at once; an outage
+ * that outlasts the deadline is thrown as StoreUnavailableError, so callers can tell it from a
+ * handler's own failure.
  */
 export async function retryWhileUnavailable<T>(fn: () => Promise<T>, deadline: number, signal?: AbortSignal): Promise<T> {
   let delay = 100;
@@ -10,7 +13,8 @@ export async function retryWhileUnavailable<T>(fn: () => Promise<T>, deadline: n
     try {
       return await fn();
     } catch (err) {
-      if (!isDatabaseUnavailable(err) || Date.now() + delay > deadline || signal?.aborted) throw err;
+      if (!isDatabaseUnavailable(err) || signal?.aborted) throw err;
+      if (Date.now() + delay > deadline) throw new StoreUnavailableError(err);
       await new Promise((r) => setTimeout(r, delay / 2 + Math.random() * (delay / 2)));
       delay = Math.min(delay * 2, 3000);
     }

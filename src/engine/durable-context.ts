@@ -58,6 +58,9 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     const recorded = this.replay(seq, key, 'step');
     if (recorded) return recorded.result as T;
     this.throwIfAborted();
+    // Past the lease's end another worker may hold the execution: running the step now could repeat
+    // one that worker has already recorded.
+    if (Date.now() >= this.options.writeDeadline()) throw new LeaseLostError(this.executionId);
     const started = Date.now();
     let marking: Promise<unknown> | undefined;
     const timer = setTimeout(() => {

@@ -50,6 +50,18 @@ export class LeaseLostError extends Error {
 }
 
 /**
+ * The engine's own database write or read could not reach PostgreSQL before the lease ran out. It says
+ * nothing about the handler: the attempt is abandoned (not failed) and the execution is taken over
+ * once its lease expires, so an outage never uses up retries or fails an execution.
+ */
+export class StoreUnavailableError extends Error {
+  override name = 'StoreUnavailableError';
+  constructor(override readonly cause: unknown) {
+    super(`the database is unavailable: ${cause instanceof Error ? cause.message : String(cause)}`);
+  }
+}
+
+/**
  * Internal: unwinds a handler that paused durably (sleep, wait). The pause is already recorded and
  * the lease released when it is thrown. Handlers must not swallow it; a catch-all should rethrow it.
  */

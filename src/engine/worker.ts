@@ -12,7 +12,7 @@ import { isDatabaseUnavailable } from '../errors';
 import { toStorableJson } from '../domain/json';
 import { retryWhileUnavailable } from './db-retry';
 import { DurableContext } from './durable-context';
-import { isNonRetryable, LeaseLostError, SuspendSignal } from './errors';
+import { isNonRetryable, LeaseLostError, StoreUnavailableError, SuspendSignal } from './errors';
 import { GroupCommitter, landedFlags } from '../group-commit';
 import { TaskRegistry } from './registry';
 import type { TaskDefinition } from './task';
@@ -192,6 +192,9 @@ export class Worker {
       }
       this.wakeRequested = false;
       let claimed: ClaimedExecution[];
+      // Taken before the claim is sent: the database's lease ends leaseMs after its now() in the claim,
+      // which is later than this, so the local expiry never outlives the real one.
+      const claimSentAt = Date.now();
       try {
         claimed = await claimExecutions(this.options.db, tasks, free, this.leaseMs);
         backoff = 100;
@@ -208,18 +211,18 @@ export class Worker {
         break;
       }
       if (claimed.length > 0) this.options.observer?.claimed?.(claimed);
-      for (const c of claimed) this.startExecution(c);
+      for (const c of claimed) this.startExecution(c, claimSentAt);
       this.options.observer?.slots?.(this.running, this.concurrency - this.running);
       // A full batch means more may be due: claim again at once.
       if (claimed.length < free) await this.idleWait(this.pollIntervalMs);
     }
   }
 
-  private startExecution(claimed: ClaimedExecution): void {
+  private startExecution(claimed: ClaimedExecution, claimSentAt: number): void {
     const { execution } = claimed;
     const lease: Lease = { id: execution.id, token: execution.leaseToken as string };
     const controller = new AbortController();
-    const entry: Active = { lease, task: execution.task, controller, done: Promise.resolve(), leaseExpiresAt: Date.now() + this.leaseMs, inHandler: true };
+    const entry: Active = { lease, task: execution.task, controller, done: Promise.resolve(), leaseExpiresAt: claimSentAt + this.leaseMs, inHandler: true };
     this.active.set(execution.id, entry);
     this.running += 1;
     entry.done = this.runExecution(claimed, entry).finally(() => {
@@ -290,6 +293,13 @@ export class Worker {
       this.options.observer?.finished?.(execution.task, 'suspended', durationMs);
       return;
     }
+    if (err instanceof StoreUnavailableError) {
+      // The database stayed away past the lease: abandon the attempt without recording a failure (that
+      // would need the database, and an outage must not use up retries); it is taken over on expiry.
+      log.warn({ err: err.message }, 'database unavailable; execution left for takeover when its lease expires');
+      this.options.observer?.finished?.(execution.task, 'lost', durationMs);
+      return;
+    }
     if (err instanceof LeaseLostError || entry.controller.signal.aborted) {
       log.info('execution no longer held: cancelled, taken over or released');
       this.options.observer?.finished?.(execution.task, 'lost', durationMs);
@@ -341,6 +351,12 @@ export class Worker {
     } catch (err) {
       this.options.observer?.databaseError?.();
       this.options.log.warn({ err: (err as Error).message }, 'lease renewal failed');
+      // A lease this worker could not renew in time may already be another worker's: stop its handler
+      // before it runs more steps (their records would be fenced out, but their side effects not).
+      const now = Date.now();
+      for (const e of entries) {
+        if (e.leaseExpiresAt <= now && this.active.get(e.lease.id) === e && e.inHandler) e.controller.abort(new LeaseLostError(e.lease.id));
+      }
     }
   }
 }

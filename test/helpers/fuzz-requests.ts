@@ -149,9 +149,10 @@ export function fuzzRequests(ctx: FuzzContext): fc.Arbitrary<FuzzRequest> {
 /**
  * Sends one fuzz request (bodies as raw bytes, so malformed text arrives as it is). A valid long-poll
  * legitimately stays open, so it is abandoned after `patienceMs` and reported as undefined; any other
- * operation that does not answer within `hangMs` is a hang, and rejects.
+ * operation that does not answer within `hangMs` is a hang, and rejects (kept well above `patienceMs`:
+ * on a loaded machine an ordinary request may take a few hundred milliseconds).
  */
-export async function sendFuzzRequest(baseUrl: string, req: FuzzRequest, patienceMs = 2000, hangMs = 15000): Promise<RecordedResponse | undefined> {
+export async function sendFuzzRequest(baseUrl: string, req: FuzzRequest, patienceMs = 2000, hangMs = Math.max(patienceMs, 15000)): Promise<RecordedResponse | undefined> {
   let response: Response;
   try {
     response = await fetch(`${baseUrl}${req.path}`, {

@@ -1,0 +1,262 @@
+// `make chaos`: a fault-injection run against real processes. One `stepwise serve`, two `stepwise worker`
+// processes (short leases) and PostgreSQL (embedded unless DATABASE_URL is set). A driver schedules a mix
+// of executions over HTTP (steps, sleeps, event waits with deliveries, retries, cancels, failures) while
+// a random worker is SIGKILLed about every 2 s and restarted, PostgreSQL is restarted twice (once a fast
+// shutdown, once an immediate one with crash recovery) and the API server is SIGKILLed once while
+// long-polls are open. Then it checks every execution against the outcome its data implies and the
+// workers' side-effect logs against the recorded steps; it prints a report, writes it to chaos-results/
+// and exits 1 on any violation.
+//
+//   make chaos                       5,000 executions (< 5 min)
+//   make chaos ARGS=--short          600 executions (about 1 min; CI)
+//   make chaos ARGS=--long           20,000 executions
+//   ARGS="--executions 2000 --seed 7 --keep"
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Command } from 'commander';
+import { createDb } from '../src/store/db';
+import { findFreePort } from '../src/store/embedded';
+import { migrateLatest } from '../src/store/migrate';
+import { ChaosDriver } from './chaos/driver';
+import { planExecutions } from './chaos/outcomes';
+import { apiProcess, createDatabase, dropDatabase, externalServer, ROOT, startEmbeddedServer, workerProcess, type DatabaseServer, type StepwiseProcess } from './chaos/processes';
+import { compileForRun } from './chaos/build';
+import { verifyRun } from './chaos/verify';
+
+interface Options {
+  short?: boolean;
+  long?: boolean;
+  executions?: string;
+  flows?: string;
+  seed?: string;
+  killEveryMs: string;
+  leaseMs: string;
+  concurrency: string;
+  deadlineMinutes?: string;
+  keep?: boolean;
+  fromSource?: boolean;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const TOKEN = 'chaos-token';
+/** Stops what the run started, also when it fails half-way: no process is left behind. */
+let cleanup: () => Promise<void> = async () => undefined;
+
+interface FaultLog {
+  workerKills: Array<{ atMs: number; worker: string }>;
+  workerRestartFailures: number;
+  databaseRestarts: Array<{ atMs: number; crash: boolean; downMs: number; tookMs: number; progress: number }>;
+  apiKills: Array<{ atMs: number; openLongPolls: number; backAfterMs: number; progress: number }>;
+}
+
+async function main(): Promise<void> {
+  const opts = new Command('chaos')
+    .option('--short', 'CI size: 600 executions, about a minute')
+    .option('--long', '20,000 executions')
+    .option('--executions <n>', 'executions to run (overrides the size)')
+    .option('--flows <n>', 'client flows in flight at once')
+    .option('--seed <n>', 'seed of the plan (default: time)')
+    .option('--kill-every-ms <ms>', 'mean interval between worker SIGKILLs', '2000')
+    .option('--lease-ms <ms>', 'worker lease', '2000')
+    .option('--concurrency <n>', 'handler slots per worker', '16')
+    .option('--deadline-minutes <n>', 'give up on the run after this long')
+    .option('--keep', 'keep the temporary folder (logs, side effects, database)')
+    .option('--from-source', 'run bin/stepwise.js through tsx instead of a compiled copy (slow restarts)')
+    .parse()
+    .opts<Options>();
+  const executions = Number(opts.executions ?? (opts.short ? 600 : opts.long ? 20000 : 5000));
+  const flows = Number(opts.flows ?? (opts.short ? 96 : 200));
+  const seed = Number(opts.seed ?? Date.now() % 1_000_000);
+  const deadlineMs = Number(opts.deadlineMinutes ?? (opts.long ? 30 : opts.short ? 4 : 8)) * 60000;
+  const runId = `chaos-${Date.now().toString(36)}`;
+  const started = Date.now();
+  const since = () => Date.now() - started;
+  const say = (msg: string) => process.stdout.write(`[chaos ${(since() / 1000).toFixed(1).padStart(6)} s] ${msg}\n`);
+
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'stepwise-chaos-'));
+  chmodSync(dir, 0o755);
+  const effectsDir = path.join(dir, 'effects');
+  const logDir = path.join(dir, 'logs');
+  mkdirSync(effectsDir, { recursive: true });
+  say(`run ${runId}: ${executions} executions, ${flows} flows, seed ${seed}, folder ${dir}`);
+
+  const server: DatabaseServer = process.env.DATABASE_URL ? externalServer(process.env.DATABASE_URL) : await startEmbeddedServer(path.join(dir, 'pg'));
+  const canRestartDb = server.embedded || Boolean(process.env.CHAOS_PG_RESTART);
+  const dbName = `stepwise_${runId.replace(/-/g, '_')}`;
+  const url = await createDatabase(server.adminUrl, dbName);
+  const migrationDb = createDb({ url, poolMax: 1 });
+  await migrateLatest(migrationDb);
+  await migrationDb.destroy();
+
+  const port = await findFreePort();
+  const env = {
+    DATABASE_URL: url,
+    STEPWISE_API_TOKENS: TOKEN,
+    STEPWISE_LEASE_MS: opts.leaseMs,
+    STEPWISE_POLL_INTERVAL_MS: '250',
+    STEPWISE_SHUTDOWN_GRACE_MS: '2000',
+    STEPWISE_DB_POOL_MAX: '8',
+    CHAOS_EFFECTS_DIR: effectsDir,
+  };
+  const sourceTasks = path.join(ROOT, 'scripts', 'chaos', 'tasks.ts');
+  const compiled = opts.fromSource ? undefined : compileForRun(`chaos-build-${runId}`, [sourceTasks]);
+  const tasksFile = compiled?.tasks[sourceTasks] ?? sourceTasks;
+  const api = apiProcess(port, env, logDir, compiled?.bin);
+  const workers = [1, 2].map((i) => workerProcess(`worker-${i}`, tasksFile, env, logDir, Number(opts.concurrency), compiled?.bin));
+  const all: StepwiseProcess[] = [api, ...workers];
+  const shutdown = async () => {
+    for (const p of all) await p.kill().catch(() => undefined);
+    await server.stop().catch(() => undefined);
+    compiled?.remove();
+  };
+  cleanup = shutdown;
+  process.once('SIGINT', () => void shutdown().then(() => process.exit(130)));
+
+  await Promise.all([api.start(), ...workers.map((w) => w.start())]);
+  say(`api on port ${port} and 2 workers ready (${workers.map((w) => `${w.startupMs[0]} ms`).join(', ')} to start)`);
+
+  const faults: FaultLog = { workerKills: [], workerRestartFailures: 0, databaseRestarts: [], apiKills: [] };
+  const plans = planExecutions(executions, seed, runId);
+  const driver = new ChaosDriver(`http://127.0.0.1:${port}`, TOKEN, started + deadlineMs);
+  let driving = true;
+  const progress = () => driver.stats.finished / executions;
+
+  // A random ready worker is SIGKILLed about every killEveryMs and started again at once.
+  const restarts = new Set<Promise<void>>();
+  const killer = (async () => {
+    const every = Number(opts.killEveryMs);
+    while (driving) {
+      await sleep(every * (0.75 + Math.random() / 2));
+      if (!driving) break;
+      const ready = workers.filter((w) => w.ready);
+      if (ready.length === 0) continue;
+      const victim = ready[Math.floor(Math.random() * ready.length)];
+      await victim.kill();
+      faults.workerKills.push({ atMs: since(), worker: victim.name });
+      const restart = victim.start(120000).catch(() => void (faults.workerRestartFailures += 1));
+      restarts.add(restart);
+      void restart.finally(() => restarts.delete(restart));
+    }
+  })();
+
+  // Progress-triggered faults: the database at 30 % and 65 %, the API server at 45 % with long-polls open.
+  const faultsDone = (async () => {
+    const dbAt = canRestartDb ? [0.3, 0.65] : [];
+    let apiKilled = false;
+    while (driving && (dbAt.length > 0 || !apiKilled)) {
+      await sleep(100);
+      if (dbAt.length > 0 && progress() >= dbAt[0]) {
+        const crash = dbAt.length === 1;
+        const downMs = 3000;
+        const at = since();
+        say(`restarting PostgreSQL (${crash ? 'immediate shutdown' : 'fast shutdown'}, ${downMs / 1000} s down) at ${(progress() * 100).toFixed(0)} %`);
+        const p = progress();
+        await server.restart(downMs, crash);
+        faults.databaseRestarts.push({ atMs: at, crash, downMs, tookMs: since() - at, progress: p });
+        dbAt.shift();
+      }
+      if (!apiKilled && progress() >= 0.45 && (driver.stats.openLongPolls >= 5 || progress() >= 0.6)) {
+        apiKilled = true;
+        const at = since();
+        const open = driver.stats.openLongPolls;
+        say(`SIGKILL the API server with ${open} long-polls open`);
+        await api.kill();
+        await sleep(1000);
+        await api.start(120000);
+        faults.apiKills.push({ atMs: at, openLongPolls: open, backAfterMs: since() - at, progress: progress() });
+        say(`API server back after ${since() - at} ms`);
+      }
+    }
+  })();
+
+  const ticker = setInterval(() => {
+    const s = driver.stats;
+    say(`${s.finished}/${executions} finished, ${s.openLongPolls} long-polls open, ${faults.workerKills.length} worker kills, ${s.retries} client retries`);
+  }, 10000);
+  const driveStarted = Date.now();
+  const driven = await driver.run(plans, flows);
+  const driveMs = Date.now() - driveStarted;
+  driving = false;
+  clearInterval(ticker);
+  await killer;
+  await faultsDone;
+  await Promise.all([...restarts]);
+  say(`driving done in ${(driveMs / 1000).toFixed(1)} s; stopping processes`);
+  await Promise.all(workers.map((w) => w.stop()));
+  await api.stop();
+  for (const p of all) p.close();
+  compiled?.remove();
+
+  const verifyStarted = Date.now();
+  const verification = await verifyRun(url, runId, plans, driven, effectsDir);
+  const verifyMs = Date.now() - verifyStarted;
+  const violationTotal = Object.values(verification.violationCounts).reduce((a, b) => a + b, 0);
+  const report = {
+    runId,
+    seed,
+    executions,
+    flows,
+    leaseMs: Number(opts.leaseMs),
+    database: server.embedded ? 'embedded' : 'DATABASE_URL',
+    durations: { totalMs: since(), drivingMs: driveMs, verifyMs, executionsPerSecond: Math.round((executions / driveMs) * 10000) / 10 },
+    faults: {
+      workerKills: faults.workerKills.length,
+      workerRestartFailures: faults.workerRestartFailures,
+      workerStartupMs: workers.flatMap((w) => w.startupMs),
+      apiStartupMs: api.startupMs,
+      databaseRestarts: faults.databaseRestarts,
+      apiKills: faults.apiKills,
+    },
+    client: driver.stats,
+    counts: verification.counts,
+    violationCounts: verification.violationCounts,
+    violations: verification.violations,
+    ok: violationTotal === 0,
+  };
+  mkdirSync(path.join(ROOT, 'chaos-results'), { recursive: true });
+  const file = path.join(ROOT, 'chaos-results', `${runId}.json`);
+  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+  printReport(report, file);
+
+  await server.stop().catch(() => undefined);
+  if (!server.embedded) await dropDatabase(server.adminUrl, dbName).catch(() => undefined);
+  if (opts.keep || violationTotal > 0) say(`kept ${dir} (logs, side effects${server.embedded ? ', database' : ''})`);
+  else rmSync(dir, { recursive: true, force: true });
+  process.exit(violationTotal === 0 ? 0 : 1);
+}
+
+function printReport(r: {
+  executions: number;
+  durations: { totalMs: number; drivingMs: number; executionsPerSecond: number };
+  faults: { workerKills: number; workerRestartFailures: number; databaseRestarts: unknown[]; apiKills: Array<{ openLongPolls: number; backAfterMs: number }> };
+  client: { retries: number; scheduleRepeats: number; eventsDelivered: number; cancelsSent: number };
+  counts: { byStatus: Record<string, number>; stepRecords: number; sideEffectLines: number; unrecordedReruns: number; multiAttempt: number };
+  violationCounts: Record<string, number>;
+  violations: string[];
+  ok: boolean;
+}, file: string): void {
+  const line = (k: string, v: unknown) => process.stdout.write(`  ${k.padEnd(34)} ${String(v)}\n`);
+  process.stdout.write('\nChaos report\n');
+  line('executions', r.executions);
+  line('by status', Object.entries(r.counts.byStatus).map(([k, v]) => `${k} ${v}`).join(', '));
+  line('duration (driving / total)', `${(r.durations.drivingMs / 1000).toFixed(1)} s / ${(r.durations.totalMs / 1000).toFixed(1)} s (${r.durations.executionsPerSecond}/s)`);
+  line('worker SIGKILLs', `${r.faults.workerKills} (restart failures ${r.faults.workerRestartFailures})`);
+  line('PostgreSQL restarts', r.faults.databaseRestarts.length);
+  line('API SIGKILLs', r.faults.apiKills.map((a) => `1 with ${a.openLongPolls} long-polls open, back after ${a.backAfterMs} ms`).join('; ') || 0);
+  line('client retries', r.client.retries);
+  line('schedule repeats (same key)', r.client.scheduleRepeats);
+  line('events delivered / cancels sent', `${r.client.eventsDelivered} / ${r.client.cancelsSent}`);
+  line('executions run on > 1 attempt', r.counts.multiAttempt);
+  line('step records / side-effect lines', `${r.counts.stepRecords} / ${r.counts.sideEffectLines}`);
+  line('unrecorded re-runs (allowed)', r.counts.unrecordedReruns);
+  line('violations', Object.entries(r.violationCounts).map(([k, v]) => `${k} ${v}`).join(', ') || 0);
+  for (const v of r.violations.slice(0, 20)) process.stdout.write(`    ${v}\n`);
+  process.stdout.write(`  ${r.ok ? 'PASS' : 'FAIL'}; report: ${path.relative(process.cwd(), file)}\n`);
+}
+
+main().catch(async (err) => {
+  process.stderr.write(`chaos: ${(err as Error).stack ?? String(err)}\n`);
+  await cleanup().catch(() => undefined);
+  process.exit(1);
+});

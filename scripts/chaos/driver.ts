@@ -1,0 +1,146 @@
+// The client side of `make chaos`: schedules the planned executions over HTTP, delivers their events,
+// cancels some, and long-polls each to its end, retrying through every fault (a killed API server,
+// a restarting database) the way a careful client would.
+import { createStepwiseClient, StepwiseApiError, type Execution, type StepwiseClient } from '../../src/client';
+import { eventPayload, type PlannedExecution } from './outcomes';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** What the driver saw for one execution. */
+export interface DrivenResult {
+  plan: PlannedExecution;
+  id?: string;
+  final?: Execution;
+  /** The driver could not finish it (gave up retrying, or the run's deadline passed). */
+  problem?: string;
+}
+
+export interface DriverStats {
+  scheduled: number;
+  /** Schedule answers of 200 (the idempotency key already existed: a retry after a lost answer). */
+  scheduleRepeats: number;
+  eventsDelivered: number;
+  cancelsSent: number;
+  /** Requests retried after a network error or a 503. */
+  retries: number;
+  /** Long-polls open right now. */
+  openLongPolls: number;
+  finished: number;
+}
+
+/** True for failures a client should retry: the server (or its database) is briefly away. */
+function isTransient(err: unknown): boolean {
+  if (err instanceof StepwiseApiError) return err.status === 503 || err.status === 502 || err.status === 504;
+  return err instanceof TypeError || (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError'));
+}
+
+export class ChaosDriver {
+  readonly stats: DriverStats = { scheduled: 0, scheduleRepeats: 0, eventsDelivered: 0, cancelsSent: 0, retries: 0, openLongPolls: 0, finished: 0 };
+  private readonly client: StepwiseClient;
+
+  constructor(
+    baseUrl: string,
+    token: string,
+    /** Epoch ms after which flows stop retrying. */
+    private readonly deadline: number,
+  ) {
+    // Every request gets a timeout of its own (a killed server can leave a socket silent); long-polls get theirs.
+    const timedFetch = (request: Request) => {
+      const isWait = new URL(request.url).pathname.endsWith('/wait');
+      return fetch(request, { signal: AbortSignal.timeout(isWait ? 45000 : 15000) });
+    };
+    this.client = createStepwiseClient({ baseUrl, token, fetch: timedFetch });
+  }
+
+  /** Runs `fn` until it succeeds, retrying transient failures with jittered backoff (honouring Retry-After). */
+  private async retrying<T>(fn: () => Promise<T>): Promise<T> {
+    let backoff = 100;
+    for (;;) {
+      try {
+        return await fn();
+      } catch (err) {
+        if (!isTransient(err) || Date.now() > this.deadline) throw err;
+        this.stats.retries += 1;
+        const hinted = err instanceof StepwiseApiError && err.retryAfterSeconds !== undefined ? err.retryAfterSeconds * 1000 : backoff;
+        await sleep(Math.min(hinted, backoff) * (0.5 + Math.random() / 2));
+        backoff = Math.min(backoff * 2, 2000);
+      }
+    }
+  }
+
+  /** Drives every planned execution with at most `concurrency` in flight. */
+  async run(plans: readonly PlannedExecution[], concurrency: number): Promise<DrivenResult[]> {
+    const results: DrivenResult[] = new Array(plans.length);
+    let next = 0;
+    const lane = async () => {
+      while (next < plans.length) {
+        const plan = plans[next++];
+        results[plan.index] = await this.drive(plan);
+        this.stats.finished += 1;
+      }
+    };
+    await Promise.all(Array.from({ length: concurrency }, lane));
+    return results;
+  }
+
+  private async drive(plan: PlannedExecution): Promise<DrivenResult> {
+    const result: DrivenResult = { plan };
+    try {
+      const scheduled = await this.retrying(() => this.client.schedule(plan.task, plan.data, { idempotencyKey: plan.idempotencyKey }));
+      result.id = scheduled.execution_id;
+      this.stats.scheduled += 1;
+      if (!scheduled.created) this.stats.scheduleRepeats += 1;
+      const id = scheduled.execution_id;
+      if (plan.kind === 'event') await this.deliver(id, plan);
+      if (plan.kind === 'cancel') {
+        await sleep(plan.cancelAfterMs ?? 0);
+        await this.retrying(() => this.client.cancel(id));
+        this.stats.cancelsSent += 1;
+      }
+      result.final = await this.waitForEnd(id);
+    } catch (err) {
+      result.problem = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+    }
+    return result;
+  }
+
+  /** Waits until the execution waits for `go`, then delivers it; a delivery whose answer was lost shows as 409 afterwards. */
+  private async deliver(id: string, plan: PlannedExecution): Promise<void> {
+    for (;;) {
+      if (Date.now() > this.deadline) throw new Error('deadline passed before the event could be delivered');
+      const current = await this.retrying(() => this.client.get(id));
+      if (['completed', 'failed', 'cancelled'].includes(current.status)) return;
+      if (current.status === 'waiting' && current.waiting_for_event?.event_name === 'go') {
+        try {
+          await this.retrying(() => this.client.sendEvent(id, 'go', eventPayload(plan.data)));
+          this.stats.eventsDelivered += 1;
+          return;
+        } catch (err) {
+          // Someone (our own earlier try, whose answer was lost) delivered it already: look again.
+          if (!(err instanceof StepwiseApiError && err.code === 'not_waiting_for_event')) throw err;
+          const after = await this.retrying(() => this.client.get(id));
+          if (!(after.status === 'waiting' && after.waiting_for_event?.event_name === 'go')) {
+            this.stats.eventsDelivered += 1;
+            return;
+          }
+        }
+      }
+      await sleep(150 + Math.random() * 150);
+    }
+  }
+
+  private async waitForEnd(id: string): Promise<Execution> {
+    for (;;) {
+      this.stats.openLongPolls += 1;
+      try {
+        return await this.client.wait(id, { timeoutSeconds: 20, deadlineMs: Math.max(1000, this.deadline - Date.now()) });
+      } catch (err) {
+        if (!isTransient(err) || Date.now() > this.deadline) throw err;
+        this.stats.retries += 1;
+        await sleep(200 + Math.random() * 300);
+      } finally {
+        this.stats.openLongPolls -= 1;
+      }
+    }
+  }
+}

@@ -1,0 +1,158 @@
+// The tasks `make chaos` runs in its worker processes. Every step appends one line to a side-effect log
+// outside the database (one file per worker process), `executionId step attempt timeMs run`, and returns
+// its `run` id, so the check can tell which run's result was recorded and whether a step ran again after
+// its completion was recorded. Every outcome follows from the execution's data alone (see outcomes.ts).
+import { randomBytes } from 'node:crypto';
+import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
+import path from 'node:path';
+import { defineTask, EventTimeoutError, NonRetryableError, Type, type TaskContext } from 'stepwise';
+
+/** What the side-effect helpers need of a ctx (any task's, whatever events it declares). */
+type StepContext = Pick<TaskContext, 'executionId' | 'attempt' | 'step'>;
+
+let fd: number | undefined;
+
+/** Appends one line synchronously: it is in the file before the step's result can be recorded. */
+function logEffect(ctx: StepContext, step: string): string {
+  if (fd === undefined) {
+    const dir = process.env.CHAOS_EFFECTS_DIR;
+    if (!dir) throw new Error('CHAOS_EFFECTS_DIR is not set');
+    mkdirSync(dir, { recursive: true });
+    fd = openSync(path.join(dir, `worker-${process.pid}.log`), 'a');
+    process.once('exit', () => closeSync(fd as number));
+  }
+  const run = randomBytes(6).toString('hex');
+  writeSync(fd, `${ctx.executionId} ${step} ${ctx.attempt} ${Date.now()} ${run}\n`);
+  return run;
+}
+
+/** A step with a side effect; its recorded result carries the id of the run that produced it. */
+async function effect<T>(ctx: StepContext, name: string, value: T, busyMs = 0): Promise<T> {
+  const recorded = await ctx.step(name, async () => {
+    const run = logEffect(ctx, name);
+    if (busyMs > 0) await new Promise((r) => setTimeout(r, busyMs));
+    return { value, run };
+  });
+  return recorded.value;
+}
+
+const Data = Type.Object({ n: Type.Integer(), steps: Type.Optional(Type.Integer()), ms: Type.Optional(Type.Integer()), failTimes: Type.Optional(Type.Integer()) });
+const fastRetry = { initialDelay: '100ms', maxDelay: '500ms' } as const;
+
+/** Straight-line steps: output { n, sum } with sum = n * (1 + ... + steps). */
+export const steps = defineTask({
+  name: 'chaos.steps',
+  data: Data,
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    let sum = 0;
+    for (let i = 1; i <= (data.steps ?? 3); i++) sum += await effect(ctx, `s${i}`, data.n * i);
+    return { n: data.n, sum };
+  },
+});
+
+/** A durable sleep between two steps. */
+export const sleeper = defineTask({
+  name: 'chaos.sleep',
+  data: Data,
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    const a = await effect(ctx, 'before', data.n);
+    await ctx.sleep('nap', data.ms ?? 500);
+    const b = await effect(ctx, 'after', data.n + 1);
+    return { n: data.n, a, b };
+  },
+});
+
+/** Waits for the event `go`, which the chaos driver delivers over HTTP with payload { v: n * 7 }. */
+export const eventWaiter = defineTask({
+  name: 'chaos.event',
+  data: Data,
+  events: { go: Type.Object({ v: Type.Integer() }) },
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    await effect(ctx, 'before', data.n);
+    const payload = await ctx.waitForEvent('go', { timeout: '10m' });
+    const after = await effect(ctx, 'after', payload.v + 1);
+    return { n: data.n, v: payload.v, after };
+  },
+});
+
+/** Waits for an event nobody sends, with a short timeout, and catches the timeout. */
+export const eventTimeout = defineTask({
+  name: 'chaos.event-timeout',
+  data: Data,
+  events: { never: Type.Null() },
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    try {
+      await ctx.waitForEvent('never', { timeout: data.ms ?? 1000 });
+      throw new NonRetryableError('an event nobody sends arrived');
+    } catch (err) {
+      if (!(err instanceof EventTimeoutError)) throw err;
+    }
+    const after = await effect(ctx, 'after', data.n);
+    return { n: data.n, timedOut: true, after };
+  },
+});
+
+/** Fails its first `failTimes` attempts after a step, then completes: retries replay the step. */
+export const flaky = defineTask({
+  name: 'chaos.flaky',
+  data: Data,
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    const before = await effect(ctx, 'before', data.n);
+    if (ctx.attempt <= (data.failTimes ?? 1)) throw new Error(`flaky ${data.n} attempt ${ctx.attempt}`);
+    const after = await effect(ctx, 'after', before * 2);
+    return { n: data.n, after };
+  },
+});
+
+/** Fails at once with NonRetryableError after one step. */
+export const fails = defineTask({
+  name: 'chaos.fail',
+  data: Data,
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    await effect(ctx, 'before', data.n);
+    throw new NonRetryableError(`bad input ${data.n}`);
+  },
+});
+
+/** Fails every attempt until its retries run out. */
+export const exhausts = defineTask({
+  name: 'chaos.exhaust',
+  data: Data,
+  retry: { maxAttempts: 2, ...fastRetry },
+  async run(ctx, data) {
+    await effect(ctx, 'before', data.n);
+    throw new Error(`always ${data.n}`);
+  },
+});
+
+/** Never ends by itself: the chaos driver cancels it over HTTP. */
+export const cancellable = defineTask({
+  name: 'chaos.cancel',
+  data: Data,
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    await effect(ctx, 'before', data.n, data.ms ?? 0);
+    await ctx.waitForEvent('never-sent');
+    await effect(ctx, 'after', data.n);
+    throw new NonRetryableError('a cancelled execution went on');
+  },
+});
+
+/** Slow steps, so that workers are often killed in the middle of one. */
+export const slow = defineTask({
+  name: 'chaos.slow',
+  data: Data,
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    const ms = data.ms ?? 300;
+    const a = await effect(ctx, 'one', data.n, ms);
+    const b = await effect(ctx, 'two', a + 1, ms);
+    return { n: data.n, b };
+  },
+});

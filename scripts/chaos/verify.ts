@@ -1,0 +1,176 @@
+// The end-of-run checks of `make chaos`, against the database and the side-effect logs of the workers.
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
+import pg from 'pg';
+import type { DrivenResult } from './driver';
+import { expectedOutcome, expectedSteps, type PlannedExecution } from './outcomes';
+
+export interface Verification {
+  violations: string[];
+  /** Violations by kind (the list above is capped). */
+  violationCounts: Record<string, number>;
+  counts: {
+    executions: number;
+    byStatus: Record<string, number>;
+    stepRecords: number;
+    sideEffectLines: number;
+    /** Step runs whose result was not the one recorded (the worker died or lost its lease first): allowed. */
+    unrecordedReruns: number;
+    /** Executions that ran on more than one attempt. */
+    multiAttempt: number;
+  };
+}
+
+interface EffectLine {
+  executionId: string;
+  step: string;
+  attempt: number;
+  at: number;
+  run: string;
+}
+
+/** Reads every `worker-*.log` of the side-effect folder. */
+export function readSideEffects(dir: string): EffectLine[] {
+  const lines: EffectLine[] = [];
+  for (const file of readdirSync(dir).filter((f) => f.endsWith('.log'))) {
+    for (const line of readFileSync(path.join(dir, file), 'utf8').split('\n')) {
+      const [executionId, step, attempt, at, run] = line.split(' ');
+      if (run) lines.push({ executionId, step, attempt: Number(attempt), at: Number(at), run });
+    }
+  }
+  return lines;
+}
+
+const MAX_LISTED = 50;
+
+/** Checks the run's outcome; every broken promise is one violation. */
+export async function verifyRun(
+  url: string,
+  runId: string,
+  plans: readonly PlannedExecution[],
+  driven: readonly DrivenResult[],
+  effectsDir: string,
+): Promise<Verification> {
+  const violations: string[] = [];
+  const violationCounts: Record<string, number> = {};
+  const violate = (kind: string, message: string) => {
+    violationCounts[kind] = (violationCounts[kind] ?? 0) + 1;
+    if (violations.length < MAX_LISTED) violations.push(`${kind}: ${message}`);
+  };
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows: executions } = await client.query<{
+      id: string;
+      task: string;
+      idempotency_key: string | null;
+      status: string;
+      output: unknown;
+      error: { type: string; message: string; retryable: boolean } | null;
+      attempt: number;
+      completed_at: Date | null;
+    }>('SELECT id, task, idempotency_key, status, output, error, attempt, completed_at FROM stepwise.executions');
+    const { rows: steps } = await client.query<{ execution_id: string; name: string; kind: string; completed: boolean; result: { run?: string } | null; completed_at: Date | null }>(
+      'SELECT execution_id, name, kind, completed, result, completed_at FROM stepwise.steps',
+    );
+
+    // Nothing lost, nothing duplicated: exactly one execution per planned idempotency key, and no other.
+    const byKey = new Map<string, (typeof executions)[number][]>();
+    for (const e of executions) {
+      if (!e.idempotency_key?.startsWith(`${runId}-`)) violate('stray', `execution ${e.id} has no key of this run (${e.idempotency_key})`);
+      else byKey.set(e.idempotency_key, [...(byKey.get(e.idempotency_key) ?? []), e]);
+    }
+    const byStatus: Record<string, number> = {};
+    let multiAttempt = 0;
+    const stepsByExecution = new Map<string, typeof steps>();
+    for (const s of steps) stepsByExecution.set(s.execution_id, [...(stepsByExecution.get(s.execution_id) ?? []), s]);
+    const plansById = new Map<string, PlannedExecution>();
+
+    for (const plan of plans) {
+      const found = byKey.get(plan.idempotencyKey) ?? [];
+      if (found.length === 0) {
+        violate('lost', `no execution for ${plan.idempotencyKey} (${plan.kind})`);
+        continue;
+      }
+      if (found.length > 1) violate('duplicated', `${found.length} executions for ${plan.idempotencyKey}`);
+      const e = found[0];
+      plansById.set(e.id, plan);
+      byStatus[e.status] = (byStatus[e.status] ?? 0) + 1;
+      if (e.attempt > 1) multiAttempt += 1;
+      if (e.task !== plan.task) violate('wrong-task', `${e.id} is ${e.task}, planned ${plan.task}`);
+      const expected = expectedOutcome(plan);
+      if (!['completed', 'failed', 'cancelled'].includes(e.status)) {
+        violate('stuck', `${e.id} (${plan.kind}) is still ${e.status}`);
+        continue;
+      }
+      if (e.status !== expected.status) {
+        violate('wrong-status', `${e.id} (${plan.kind}) ended ${e.status}, expected ${expected.status}; error ${JSON.stringify(e.error)}`);
+        continue;
+      }
+      if (expected.status === 'completed' && !isDeepStrictEqual(e.output, expected.output)) {
+        violate('wrong-output', `${e.id} (${plan.kind}) output ${JSON.stringify(e.output)}, expected ${JSON.stringify(expected.output)}`);
+      }
+      if (expected.status === 'failed' && !isDeepStrictEqual(e.error, expected.error)) {
+        violate('wrong-error', `${e.id} (${plan.kind}) error ${JSON.stringify(e.error)}, expected ${JSON.stringify(expected.error)}`);
+      }
+      if (expected.status === 'cancelled' && e.error?.type !== 'cancelled') violate('wrong-error', `${e.id} cancelled with error ${JSON.stringify(e.error)}`);
+      const recorded = stepsByExecution.get(e.id) ?? [];
+      if (expected.status !== 'cancelled') {
+        const names = recorded.filter((s) => s.kind === 'step' && s.completed).map((s) => s.name).sort();
+        const want = expectedSteps(plan).sort();
+        if (!isDeepStrictEqual(names, want)) violate('wrong-steps', `${e.id} (${plan.kind}) recorded steps ${names.join(',')}, expected ${want.join(',')}`);
+      } else if (e.completed_at) {
+        // A cancel is final: nothing is recorded for the execution after it.
+        for (const s of recorded) {
+          if (s.completed_at && s.completed_at.getTime() > e.completed_at.getTime()) violate('recorded-after-cancel', `${e.id} step ${s.name} recorded after the cancel`);
+        }
+      }
+    }
+
+    // What the driver saw at the end agrees with the database.
+    const rowsById = new Map(executions.map((e) => [e.id, e]));
+    for (const d of driven) {
+      if (d.problem) violate('client', `${d.plan.idempotencyKey} (${d.plan.kind}): ${d.problem}`);
+      else if (d.final && d.id) {
+        const row = rowsById.get(d.id);
+        if (!row || row.status !== d.final.status) violate('client-mismatch', `${d.id}: the client saw ${d.final.status}, the database has ${row?.status}`);
+      }
+    }
+
+    // No step whose completion was recorded ran again after that: every run of a recorded step started
+    // before the record was written (the recorded run, or runs whose worker died or lost its lease
+    // before recording), and the recorded result is one of the runs in the log.
+    const effects = readSideEffects(effectsDir);
+    const runsByStep = new Map<string, EffectLine[]>();
+    for (const line of effects) {
+      if (!plansById.has(line.executionId)) {
+        violate('stray-effect', `side effect for unknown execution ${line.executionId}`);
+        continue;
+      }
+      const key = `${line.executionId} ${line.step}`;
+      runsByStep.set(key, [...(runsByStep.get(key) ?? []), line]);
+    }
+    let unrecordedReruns = 0;
+    let stepRecords = 0;
+    for (const s of steps) {
+      if (s.kind !== 'step' || !s.completed || !s.completed_at) continue;
+      stepRecords += 1;
+      const runs = runsByStep.get(`${s.execution_id} ${s.name}`) ?? [];
+      const recordedRun = s.result?.run;
+      if (!runs.some((r) => r.run === recordedRun)) violate('phantom-result', `${s.execution_id} step ${s.name}: recorded run ${recordedRun} is not in any side-effect log`);
+      const recordedAt = s.completed_at.getTime();
+      for (const r of runs) {
+        if (r.at > recordedAt) violate('ran-after-recorded', `${s.execution_id} step ${s.name} ran again at ${new Date(r.at).toISOString()} (attempt ${r.attempt}) after its completion was recorded at ${s.completed_at.toISOString()}`);
+      }
+      unrecordedReruns += Math.max(0, runs.length - 1);
+    }
+    return {
+      violations,
+      violationCounts,
+      counts: { executions: executions.length, byStatus, stepRecords, sideEffectLines: effects.length, unrecordedReruns, multiAttempt },
+    };
+  } finally {
+    await client.end();
+  }
+}
