@@ -85,6 +85,20 @@ export class ChaosDriver {
     return results;
   }
 
+  /** Keeps `concurrency` flows busy with fresh plans from `nextPlan` until `untilMs` (epoch ms); for steady load. */
+  async runUntil(nextPlan: (index: number) => PlannedExecution, concurrency: number, untilMs: number): Promise<DrivenResult[]> {
+    const results: DrivenResult[] = [];
+    let index = 0;
+    const lane = async () => {
+      while (Date.now() < untilMs) {
+        results.push(await this.drive(nextPlan(index++)));
+        this.stats.finished += 1;
+      }
+    };
+    await Promise.all(Array.from({ length: concurrency }, lane));
+    return results;
+  }
+
   private async drive(plan: PlannedExecution): Promise<DrivenResult> {
     const result: DrivenResult = { plan };
     const started = Date.now();
