@@ -18,7 +18,7 @@ import { Command } from 'commander';
 import { createDb } from '../src/store/db';
 import { findFreePort } from '../src/store/embedded';
 import { migrateLatest } from '../src/store/migrate';
-import { ChaosDriver } from './chaos/driver';
+import { ChaosDriver, latencyByKind } from './chaos/driver';
 import { planExecutions } from './chaos/outcomes';
 import { apiProcess, createDatabase, dropDatabase, externalServer, ROOT, startEmbeddedServer, workerProcess, type DatabaseServer, type StepwiseProcess } from './chaos/processes';
 import { compileForRun } from './chaos/build';
@@ -59,14 +59,14 @@ async function main(): Promise<void> {
     .option('--seed <n>', 'seed of the plan (default: time)')
     .option('--kill-every-ms <ms>', 'mean interval between worker SIGKILLs', '2000')
     .option('--lease-ms <ms>', 'worker lease', '2000')
-    .option('--concurrency <n>', 'handler slots per worker', '16')
+    .option('--concurrency <n>', 'handler slots per worker', '32')
     .option('--deadline-minutes <n>', 'give up on the run after this long')
     .option('--keep', 'keep the temporary folder (logs, side effects, database)')
     .option('--from-source', 'run bin/stepwise.js through tsx instead of a compiled copy (slow restarts)')
     .parse()
     .opts<Options>();
   const executions = Number(opts.executions ?? (opts.short ? 600 : opts.long ? 20000 : 5000));
-  const flows = Number(opts.flows ?? (opts.short ? 96 : 200));
+  const flows = Number(opts.flows ?? (opts.short ? 150 : 400));
   const seed = Number(opts.seed ?? Date.now() % 1_000_000);
   const deadlineMs = Number(opts.deadlineMinutes ?? (opts.long ? 30 : opts.short ? 4 : 8)) * 60000;
   const runId = `chaos-${Date.now().toString(36)}`;
@@ -120,6 +120,10 @@ async function main(): Promise<void> {
   const plans = planExecutions(executions, seed, runId);
   const driver = new ChaosDriver(`http://127.0.0.1:${port}`, TOKEN, started + deadlineMs);
   let driving = true;
+  let stopDriving!: () => void;
+  const drivingStopped = new Promise<void>((resolve) => (stopDriving = resolve));
+  /** Sleeps, but wakes as soon as the driving ends. */
+  const pause = (ms: number) => Promise.race([sleep(ms), drivingStopped]);
   const progress = () => driver.stats.finished / executions;
 
   // A random ready worker is SIGKILLed about every killEveryMs and started again at once.
@@ -127,7 +131,7 @@ async function main(): Promise<void> {
   const killer = (async () => {
     const every = Number(opts.killEveryMs);
     while (driving) {
-      await sleep(every * (0.75 + Math.random() / 2));
+      await pause(every * (0.75 + Math.random() / 2));
       if (!driving) break;
       const ready = workers.filter((w) => w.ready);
       if (ready.length === 0) continue;
@@ -145,7 +149,7 @@ async function main(): Promise<void> {
     const dbAt = canRestartDb ? [0.3, 0.65] : [];
     let apiKilled = false;
     while (driving && (dbAt.length > 0 || !apiKilled)) {
-      await sleep(100);
+      await pause(100);
       if (dbAt.length > 0 && progress() >= dbAt[0]) {
         const crash = dbAt.length === 1;
         const downMs = 3000;
@@ -178,6 +182,7 @@ async function main(): Promise<void> {
   const driven = await driver.run(plans, flows);
   const driveMs = Date.now() - driveStarted;
   driving = false;
+  stopDriving();
   clearInterval(ticker);
   await killer;
   await faultsDone;
@@ -209,6 +214,7 @@ async function main(): Promise<void> {
       apiKills: faults.apiKills,
     },
     client: driver.stats,
+    latencyMsByKind: latencyByKind(driven),
     counts: verification.counts,
     violationCounts: verification.violationCounts,
     violations: verification.violations,

@@ -33,7 +33,7 @@ async function connect(url: string, config: Config, log: Logger): Promise<Db> {
   } catch {
     throw new StartupError('DATABASE_URL is not a valid URL (expected postgres://user:password@host:5432/database)');
   }
-  const db = createDb({ url, poolMax: config.db.poolMax, acquireTimeoutMs: config.db.acquireTimeoutMs });
+  const db = createDb({ url, poolMax: config.db.poolMax, acquireTimeoutMs: config.db.acquireTimeoutMs, log });
   try {
     await db.raw('SELECT 1');
   } catch (err) {

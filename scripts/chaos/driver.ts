@@ -13,6 +13,8 @@ export interface DrivenResult {
   final?: Execution;
   /** The driver could not finish it (gave up retrying, or the run's deadline passed). */
   problem?: string;
+  /** From the schedule request to the answer of the long-poll that saw it end. */
+  latencyMs?: number;
 }
 
 export interface DriverStats {
@@ -83,8 +85,23 @@ export class ChaosDriver {
     return results;
   }
 
+  /** Keeps `concurrency` flows busy with fresh plans from `nextPlan` until `untilMs` (epoch ms); for steady load. */
+  async runUntil(nextPlan: (index: number) => PlannedExecution, concurrency: number, untilMs: number): Promise<DrivenResult[]> {
+    const results: DrivenResult[] = [];
+    let index = 0;
+    const lane = async () => {
+      while (Date.now() < untilMs) {
+        results.push(await this.drive(nextPlan(index++)));
+        this.stats.finished += 1;
+      }
+    };
+    await Promise.all(Array.from({ length: concurrency }, lane));
+    return results;
+  }
+
   private async drive(plan: PlannedExecution): Promise<DrivenResult> {
     const result: DrivenResult = { plan };
+    const started = Date.now();
     try {
       const scheduled = await this.retrying(() => this.client.schedule(plan.task, plan.data, { idempotencyKey: plan.idempotencyKey }));
       result.id = scheduled.execution_id;
@@ -98,6 +115,7 @@ export class ChaosDriver {
         this.stats.cancelsSent += 1;
       }
       result.final = await this.waitForEnd(id);
+      result.latencyMs = Date.now() - started;
     } catch (err) {
       result.problem = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
     }
@@ -143,4 +161,16 @@ export class ChaosDriver {
       }
     }
   }
+}
+
+/** Median and 95th percentile of the latency per kind of execution. */
+export function latencyByKind(results: readonly DrivenResult[]): Record<string, { p50: number; p95: number; n: number }> {
+  const by = new Map<string, number[]>();
+  for (const r of results) if (r?.latencyMs !== undefined) by.set(r.plan.kind, [...(by.get(r.plan.kind) ?? []), r.latencyMs]);
+  return Object.fromEntries(
+    [...by].map(([kind, list]) => {
+      list.sort((a, b) => a - b);
+      return [kind, { p50: list[Math.floor(list.length * 0.5)], p95: list[Math.floor(list.length * 0.95)], n: list.length }];
+    }),
+  );
 }

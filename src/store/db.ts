@@ -1,5 +1,6 @@
 import knex, { type Knex } from 'knex';
 import pg from 'pg';
+import type { Logger } from '../logger';
 
 export type Db = Knex;
 
@@ -13,6 +14,23 @@ export interface DbOptions {
   /** How long a query may wait for a free connection before failing (ms). */
   acquireTimeoutMs?: number;
   applicationName?: string;
+  /**
+   * Where knex's own messages go (pool connection errors during an outage). Without it they are
+   * dropped: knex would print them, stacks included, with console.log. The errors that matter
+   * surface anyway through the calls that hit them.
+   */
+  log?: Logger;
+}
+
+/** Knex's messages as one structured line each: the message only, never a stack. */
+function knexLog(log: Logger | undefined): Knex.Config['log'] {
+  const text = (m: unknown) => (m instanceof Error ? m.message : typeof m === 'string' ? m.split('\n')[0] : String(m)).slice(0, 500);
+  return {
+    warn: (m: unknown) => log?.warn({ err: text(m) }, 'database client warning'),
+    error: (m: unknown) => log?.warn({ err: text(m) }, 'database client error'),
+    deprecate: (m: unknown) => log?.debug({ msg: text(m) }, 'database client deprecation'),
+    debug: (m: unknown) => log?.debug({ msg: text(m) }, 'database client debug'),
+  };
 }
 
 /**
@@ -37,6 +55,7 @@ export function createDb(options: DbOptions): Db {
       propagateCreateError: true,
     },
     acquireConnectionTimeout: options.acquireTimeoutMs ?? 5000,
+    log: knexLog(options.log),
   });
 }
 

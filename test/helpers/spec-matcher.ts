@@ -14,7 +14,8 @@ declare global {
   }
 }
 
-expect.extend({
+// Outside jest (scripts/fuzz.ts reuses these checks) there is no `expect` to extend.
+if (typeof expect !== 'undefined') expect.extend({
   toMatchSpec(received: RecordedResponse, operationId?: string) {
     const problems = findSpecViolations(received, operationId);
     return {
