@@ -3,7 +3,7 @@
 // bench-results/<timestamp>.json. Uses the PostgreSQL at PGHOST:PGPORT (default 127.0.0.1:5432) when
 // one answers, else an embedded one.
 import { execFileSync, spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,6 +23,7 @@ interface Options {
   listRows: string;
   longPolls: string;
   peersBench: string;
+  harnessResults?: string;
 }
 
 function reachable(host: string, port: number): Promise<boolean> {
@@ -130,6 +131,7 @@ async function main(): Promise<void> {
     .option('--list-rows <n>', 'rows for the list-with-total scenario', '1000000')
     .option('--long-polls <n>', 'concurrent long-polls held by one API process', '10000')
     .option('--peers-bench <dir>', 'the peers harness', path.join(ROOT, '..', 'shared', 'peers-bench'))
+    .option('--harness-results <dir>', 'reuse the harness results (*.jsonl) of an earlier run instead of running S1-S4')
     .parse(process.argv);
   const opts = program.opts<Options>();
   process.stdout.write('building dist/ ...\n');
@@ -144,17 +146,22 @@ async function main(): Promise<void> {
     embedded = await startEmbeddedPostgres({ dataDir: path.join(os.tmpdir(), `stepwise-bench-pg-${process.pid}`, 'pgdata') });
     Object.assign(env, { PGHOST: '127.0.0.1', PGPORT: String(embedded.port), PGUSER: 'postgres', PGPASSWORD: 'postgres' });
   }
-  const scenarios = opts.scenarios.split(',').filter(Boolean);
+  const scenarios = opts.harnessResults ? [] : opts.scenarios.split(',').filter(Boolean);
   const peers = ['stepwise', ...(opts.peers ? ['graphile-worker', 'pg-boss', 'dbos', 'pg-workflows'] : [])];
   const harness = prepareHarness(opts.peersBench);
   env.PB_RESULTS = path.join(harness, 'results');
   if (opts.peers) execFileSync('bash', [path.join(harness, 'setup.sh')], { env, stdio: 'inherit' });
   else ensureHarnessPg(env.PEERS_DIR as string);
 
+  const lines: HarnessLine[] = [];
   const bar = new SingleBar({ format: 'bench [{bar}] {value}/{total} {step}', noTTYOutput: true, notTTYSchedule: 5000 }, Presets.shades_classic);
   bar.start(peers.length * scenarios.length + (opts.extras ? 5 : 0), 0, { step: 'starting' });
-  const lines: HarnessLine[] = [];
   let extras: ExtraResult[] = [];
+  if (opts.harnessResults) {
+    for (const f of readdirSync(opts.harnessResults).filter((x) => x.endsWith('.jsonl'))) {
+      for (const line of readFileSync(path.join(opts.harnessResults, f), 'utf8').trim().split('\n')) if (line) lines.push(JSON.parse(line) as HarnessLine);
+    }
+  }
   try {
     for (const peer of peers) lines.push(...(await runHarness(harness, peer, scenarios, Number(opts.reps), env, opts.n, bar)));
     if (opts.extras) {

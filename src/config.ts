@@ -41,6 +41,7 @@ export const ConfigSchema = Type.Object(
         leaseMs: Type.Integer({ minimum: 500, default: 30000 }),
         pollIntervalMs: Type.Integer({ minimum: 50, default: 1000 }),
         shutdownGraceMs: Type.Integer({ minimum: 0, default: 10000 }),
+        metricsPort: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, description: 'serve /metrics on this port in worker-only processes' })),
       },
       { default: {}, additionalProperties: false },
     ),
@@ -65,6 +66,7 @@ const ENV_MAP: ReadonlyArray<readonly [string, string, 'string' | 'int' | 'list'
   ['STEPWISE_LEASE_MS', 'worker.leaseMs', 'int'],
   ['STEPWISE_POLL_INTERVAL_MS', 'worker.pollIntervalMs', 'int'],
   ['STEPWISE_SHUTDOWN_GRACE_MS', 'worker.shutdownGraceMs', 'int'],
+  ['STEPWISE_METRICS_PORT', 'worker.metricsPort', 'int'],
 ];
 
 export class ConfigError extends Error {}

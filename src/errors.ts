@@ -168,3 +168,17 @@ export function isDatabaseUnavailable(err: unknown): boolean {
     msg.includes('the database system is')
   );
 }
+
+/**
+ * What a log line may say about an unexpected error: its type, its SQLSTATE when it came from
+ * PostgreSQL, and its message without the SQL text knex prefixes to query errors. Never the stack.
+ */
+export function describeError(err: unknown): { errType: string; code?: string; message: string } {
+  if (!(err instanceof Error)) return { errType: typeof err, message: String(err).slice(0, 500) };
+  const raw = (err as unknown as { code?: unknown }).code;
+  const code = typeof raw === 'string' ? raw : undefined;
+  let message = err.message;
+  // knex reports query errors as "<sql> - <postgres message>".
+  if (code && message.includes(' - ')) message = message.slice(message.lastIndexOf(' - ') + 3);
+  return { errType: err.name, ...(code ? { code } : {}), message: message.slice(0, 500) };
+}

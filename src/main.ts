@@ -9,7 +9,7 @@ import { Worker } from './engine/worker';
 import { loadTasksModule } from './engine/registry';
 import type { TaskDefinition } from './engine/task';
 import { createMetricsRegistry } from './metrics';
-import { observeWorker } from './worker-metrics';
+import { observeWorker, serveMetrics } from './worker-metrics';
 
 /** The bundled example tasks, loaded by `stepwise dev` without --tasks. */
 export const EXAMPLE_TASKS_FILE = path.join(__dirname, '..', 'examples', 'index.ts');
@@ -125,6 +125,11 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
       await worker.start();
       const w = worker;
       stops.push(() => w.stop());
+      if (!options.api && config.worker.metricsPort !== undefined) {
+        const metrics = await serveMetrics(registry, config.host, config.worker.metricsPort);
+        log.info({ url: metrics.url }, 'worker metrics listening');
+        stops.push(metrics.close);
+      }
     }
     return { url, databaseUrl, worker, stop: stopAll };
   } catch (err) {

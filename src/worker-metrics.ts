@@ -1,3 +1,5 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { WorkerObserver } from './engine/worker';
 
@@ -55,5 +57,28 @@ export function observeWorker(registry: Registry): WorkerObserver {
     databaseError() {
       dbErrors.inc({ component: 'worker' });
     },
+  };
+}
+
+/** Serves GET /metrics for a worker-only process (an API process serves it on its own port). */
+export async function serveMetrics(registry: Registry, host: string, port: number): Promise<{ url: string; close: () => Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    if (req.method !== 'GET' || req.url !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"code":"route_not_found","message":"only GET /metrics is served here"}}');
+      return;
+    }
+    registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
+      () => res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":{"code":"internal_error","message":"an internal error occurred"}}'),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  const address = server.address() as AddressInfo;
+  return {
+    url: `http://${host}:${address.port}/metrics`,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }

@@ -4,6 +4,7 @@ import type { Logger } from '../logger';
 import type { Db } from '../store/db';
 import type { GroupCommitter } from '../group-commit';
 import type { NewExecution, ScheduleResult } from '../store/executions';
+import type { ExecutionRecord } from '../store/rows';
 import type { ExecutionWaiters } from './execution-waiters';
 import type { CompiledSpec } from './spec';
 import type { TaskSchemaCache } from './task-schemas';
@@ -21,4 +22,6 @@ export interface ApiDeps {
   routes: RouteOptions;
   /** Concurrent schedule requests share one INSERT and one commit (see createScheduler). */
   scheduler: GroupCommitter<NewExecution, ScheduleResult>;
+  /** Reads of single executions that arrive together share one query (see createExecutionReader). */
+  reader: GroupCommitter<string, ExecutionRecord | undefined>;
 }

@@ -1,5 +1,5 @@
 import type { Middleware } from 'koa';
-import { AppError, ServiceUnavailableError, isDatabaseUnavailable, type ErrorCode } from '../errors';
+import { AppError, ServiceUnavailableError, describeError, isDatabaseUnavailable, type ErrorCode } from '../errors';
 import type { Logger } from '../logger';
 import type { components } from '../../generated/openapi';
 import type { ApiState } from './state';
@@ -22,7 +22,8 @@ function toEnvelope(err: AppError): ErrorEnvelope {
 /**
  * The one place that turns errors into responses. An AppError is shown as it is; a database that
  * cannot be reached becomes 503 with Retry-After; anything else is a 500 with a generic message, and
- * its detail (stack, SQL) goes to the log under the request id, never to the client.
+ * a description (type, SQLSTATE, message without SQL) goes to the log under the request id, never to
+ * the client; the stack is logged at debug level only.
  */
 export function handleErrors(log: Logger): Middleware<ApiState> {
   return async (ctx, next) => {
@@ -35,7 +36,9 @@ export function handleErrors(log: Logger): Middleware<ApiState> {
         log.warn({ requestId: ctx.state.requestId, err: (err as Error).message }, 'database unavailable');
         exposed = new ServiceUnavailableError();
       } else {
-        log.error({ requestId: ctx.state.requestId, err }, 'request failed');
+        // No stack and no SQL in log lines; the stack only when debugging.
+        log.error({ requestId: ctx.state.requestId, ...describeError(err) }, 'request failed');
+        log.debug({ requestId: ctx.state.requestId, stack: (err as Error)?.stack }, 'request failed: stack');
         exposed = new AppError('internal_error', 500, 'an internal error occurred');
       }
       ctx.status = exposed.status;

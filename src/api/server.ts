@@ -15,6 +15,7 @@ import { measureQueue } from './queue-metrics';
 import { getSpec } from './spec';
 import { TaskSchemaCache } from './task-schemas';
 import { createScheduler } from './scheduler';
+import { createExecutionReader } from './execution-reader';
 
 export interface ApiServerDeps {
   config: Readonly<Config>;
@@ -133,6 +134,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     waiters,
     taskSchemas: new TaskSchemaCache(db),
     scheduler: createScheduler(db),
+    reader: createExecutionReader(db),
     routes: {
       spec,
       authenticate: requireBearerToken(config.auth.tokens),

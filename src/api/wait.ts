@@ -1,7 +1,6 @@
 import type Router from '@koa/router';
 import { isTerminal } from '../domain/status';
 import { ExecutionNotFoundError } from '../errors';
-import { getExecution } from '../store/executions';
 import type { ExecutionRecord } from '../store/rows';
 import type { ApiDeps } from './deps';
 import { toExecution } from './representations';
@@ -22,13 +21,13 @@ function answer(execution: ExecutionRecord, waitedSeconds: number): HandlerResul
 
 /** The long-poll: answers when the execution ends, or with its current status when the timeout passes. */
 export function addWaitRoute(router: Router<ApiState>, deps: ApiDeps): void {
-  const { db, waiters } = deps;
+  const { reader, waiters } = deps;
   addOperation(router, deps.routes, 'waitForExecution', async ({ params, query, ctx }) => {
     const timeoutSeconds = query.timeout as number; // defaulted and clamped by validation
     // Registered before the first read, so a completion between the two is not missed.
     const pending = waiters.waitForTerminal(params.id, timeoutSeconds * 1000);
     try {
-      const current = await getExecution(db, params.id);
+      const current = await reader.submit(params.id);
       if (!current) throw new ExecutionNotFoundError(params.id);
       if (isTerminal(current.status) || timeoutSeconds === 0) return answer(current, 0);
       // A client that hangs up stops its wait at once instead of holding a waiter until the timeout.
@@ -39,7 +38,7 @@ export function addWaitRoute(router: Router<ApiState>, deps: ApiDeps): void {
       // The client hung up: nobody reads this answer, so spare the database the re-read.
       if (ctx.req.socket.destroyed) return answer(current, timeoutSeconds);
       // Timed out: one read for the real current status (it may have ended in the meantime).
-      const latest = await getExecution(db, params.id);
+      const latest = await reader.submit(params.id);
       if (!latest) throw new ExecutionNotFoundError(params.id);
       return answer(latest, timeoutSeconds);
     } finally {

@@ -93,8 +93,12 @@ export async function completeExecutions(db: Db, items: readonly Completion[]): 
          FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS c(id, token, output)
         WHERE e.id = c.id AND e.lease_token = c.token AND e.status = 'running'
         RETURNING e.id
+     ),
+     -- One NOTIFY per 200 ids: a payload must stay under PostgreSQL's 8,000 bytes.
+     notified AS (
+       SELECT pg_notify('${CHANNEL_CHANGED}', string_agg(id::text, ',')) FROM (SELECT id, (row_number() OVER ()) / 200 AS chunk FROM done) c GROUP BY chunk
      )
-     SELECT id, (SELECT pg_notify('${CHANNEL_CHANGED}', string_agg(id::text, ',')) FROM done) IS NULL AS _n FROM done`,
+     SELECT id, (SELECT count(*) FROM notified) AS _n FROM done`,
     [items.map((i) => i.id), items.map((i) => i.token), items.map((i) => toJsonb(i.output ?? null))],
   );
   return new Set(rows.map((r) => r.id));

@@ -55,6 +55,8 @@ describe('routing and failure decisions', () => {
     const requestId = res.headers.get('x-request-id') as string;
     const line = api.logs.lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.requestId === requestId && l.msg === 'request failed');
     expect(JSON.stringify(line)).toContain('missing-secret-name');
+    // ... as a description: no stack trace in any log line (issue 5).
+    expect(api.logs.lines.join('\n')).not.toMatch(/\\n\s+at |\.ts:\d+:\d+/);
   });
 });
 

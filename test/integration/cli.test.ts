@@ -131,6 +131,32 @@ describe('stepwise command line', () => {
   });
 });
 
+describe('stepwise worker metrics', () => {
+  test('a worker-only process serves /metrics on STEPWISE_METRICS_PORT', async () => {
+    const probe = net.createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', () => r()));
+    const port = (probe.address() as net.AddressInfo).port;
+    await new Promise((r) => probe.close(r));
+    const child = spawn(process.execPath, [BIN, 'worker', '--tasks', 'test/fixtures/tasks-cjs.js'], {
+      cwd: ROOT,
+      env: { ...process.env, STEPWISE_FROM_SOURCE: '1', LOG_LEVEL: 'warn', DATABASE_URL: t.url, STEPWISE_METRICS_PORT: String(port) },
+      stdio: 'ignore',
+    });
+    const exited = new Promise<number | null>((r) => child.once('exit', r));
+    try {
+      const text = await waitUntil(async () => {
+        const res = await fetch(`http://127.0.0.1:${port}/metrics`).catch(() => undefined);
+        return res?.status === 200 ? res.text() : undefined;
+      }, 'the metrics endpoint', 20000);
+      expect(text).toContain('stepwise_worker_slots');
+      expect(text).toContain('stepwise_lease_takeovers_total');
+    } finally {
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    }
+  });
+});
+
 describe('stepwise worker signals', () => {
   function startWorker(env: NodeJS.ProcessEnv) {
     const child = spawn(process.execPath, [BIN, 'worker', '--tasks', 'test/fixtures/crash-tasks.ts'], {

@@ -1,3 +1,5 @@
+import pg from 'pg';
+import { waitUntil } from '../helpers/wait-until';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { cancelExecution, getExecution, insertExecutions, listExecutions } from '../../src/store/executions';
 import { claimExecutions, completeExecutions } from '../../src/store/leases';
@@ -59,5 +61,23 @@ describe('store: executions', () => {
       for (const e of page.items) seen.add(e.id);
     }
     expect(seen.size).toBe(total);
+  });
+
+  test('completing 600 executions in one statement notifies every id, in payloads PostgreSQL accepts', async () => {
+    const listener = new pg.Client({ connectionString: t.url });
+    await listener.connect();
+    const heard = new Set<string>();
+    listener.on('notification', (m) => m.payload?.split(',').forEach((id) => heard.add(id)));
+    await listener.query('LISTEN stepwise_changed');
+    try {
+      await insertExecutions(t.db, Array.from({ length: 600 }, (_, i) => ({ task: 'bulk-done', data: { i } })));
+      const claimed = await claimExecutions(t.db, ['bulk-done'], 600, 30000);
+      expect(claimed).toHaveLength(600);
+      const landed = await completeExecutions(t.db, claimed.map((c) => ({ id: c.execution.id, token: c.execution.leaseToken as string, output: null })));
+      expect(landed.size).toBe(600);
+      await waitUntil(() => heard.size === 600, 'all 600 notifications');
+    } finally {
+      await listener.end();
+    }
   });
 });

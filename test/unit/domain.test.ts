@@ -3,6 +3,7 @@ import { toStorableJson } from '../../src/domain/json';
 import { computeRetryDelay, hasAttemptsLeft, resolveRetryPolicy } from '../../src/domain/retry';
 import { canTransition, isCancellable, isTerminal } from '../../src/domain/status';
 import { isExecutionId, newExecutionId } from '../../src/domain/ids';
+import { describeError } from '../../src/errors';
 
 describe('durations', () => {
   test('parse ms strings and numbers, reject junk', () => {
@@ -67,5 +68,13 @@ describe('storable JSON', () => {
     cyclic.self = cyclic;
     expect(() => toStorableJson(cyclic, 'v')).toThrow(/not JSON-serializable/);
     expect(() => toStorableJson('a\u0000b', 'v')).toThrow(/NUL/);
+  });
+});
+
+describe('error descriptions for logs', () => {
+  test('keep type, SQLSTATE and message, drop the SQL knex prefixes and the stack', () => {
+    const knexError = Object.assign(new Error('select * from "stepwise"."executions" where id = $1 - relation "x" does not exist'), { code: '42P01' });
+    expect(describeError(knexError)).toEqual({ errType: 'Error', code: '42P01', message: 'relation "x" does not exist' });
+    expect(JSON.stringify(describeError(new TypeError('boom')))).not.toContain(' at ');
   });
 });

@@ -1,0 +1,30 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ConfigError, loadConfig } from '../../src/config';
+
+function file(content: unknown): string {
+  const p = path.join(mkdtempSync(path.join(os.tmpdir(), 'sw-config-')), 'stepwise.config.json');
+  writeFileSync(p, typeof content === 'string' ? content : JSON.stringify(content));
+  return p;
+}
+
+describe('configuration', () => {
+  test('defaults, then the file, then the environment, then flags', () => {
+    const f = file({ port: 9000, worker: { concurrency: 4 }, auth: { tokens: ['from-file'] } });
+    const c = loadConfig({ file: f, env: { PORT: '9100', STEPWISE_API_TOKENS: 'a, b' }, overrides: { 'worker.concurrency': 8 } });
+    expect(c.port).toBe(9100);
+    expect(c.worker.concurrency).toBe(8);
+    expect(c.auth.tokens).toEqual(['a', 'b']);
+    expect(c.worker.leaseMs).toBe(30000);
+    expect(Object.isFrozen(c.worker)).toBe(true);
+  });
+
+  test('unknown keys and bad values are named at start-up', () => {
+    expect(() => loadConfig({ file: file({ prot: 1 }), env: {} })).toThrow(/additional properties \(prot\)/);
+    expect(() => loadConfig({ file: file({ worker: { concurrency: 0 } }), env: {} })).toThrow(/\/worker\/concurrency must be >= 1/);
+    expect(() => loadConfig({ env: { PORT: 'eighty' } })).toThrow(ConfigError);
+    expect(() => loadConfig({ file: file('{not json'), env: {} })).toThrow(/is not valid JSON/);
+    expect(() => loadConfig({ file: '/nonexistent/stepwise.config.json', env: {} })).toThrow(/does not exist/);
+  });
+});
