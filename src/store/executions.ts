@@ -153,43 +153,36 @@ export async function cancelExecution(db: Db, id: string): Promise<CancelOutcome
   return { kind: 'not_cancellable', execution: current };
 }
 
-export type DeliverOutcome =
-  | { kind: 'delivered'; execution: ExecutionRecord }
-  | { kind: 'not_waiting'; execution: ExecutionRecord }
-  | { kind: 'not_found' };
+export type DeliverOutcome = { kind: 'delivered'; execution: ExecutionRecord } | { kind: 'not_waiting' };
 
 /**
- * Delivers an event in one transaction that holds the execution's row lock: of two concurrent
- * deliveries the second waits for the lock, then finds the wait already satisfied. `validate` runs
- * inside the lock with the task's name, so a payload that fails the schema changes nothing.
+ * Delivers an event in one statement: it locks the execution only if it waits for this event, marks
+ * the wait's step done with the payload, makes the execution due and wakes the workers. Of two
+ * concurrent deliveries the second waits for the row lock, and Postgres re-checks its condition on
+ * the updated row, where the wait is already satisfied: it delivers nothing. The caller validates the
+ * payload first (an execution's task never changes).
  */
-export async function deliverEvent(
-  db: Db,
-  id: string,
-  eventName: string,
-  payload: unknown,
-  validate: (task: string) => Promise<void> | void,
-): Promise<DeliverOutcome> {
-  return db.transaction(async (trx) => {
-    const [row] = await queryRows<ExecutionRow>(trx, 'SELECT * FROM stepwise.executions WHERE id = ? FOR UPDATE', [id]);
-    if (!row) return { kind: 'not_found' } as const;
-    const execution = rowToExecution(row);
-    if (row.status !== 'waiting' || row.wait_event_name !== eventName) return { kind: 'not_waiting', execution } as const;
-    await validate(row.task);
-    await trx.raw(
-      `UPDATE stepwise.steps SET completed = true, result = jsonb_build_object('payload', ?::jsonb), completed_at = now()
-        WHERE execution_id = ? AND kind = 'event' AND NOT completed`,
-      [toJsonb(payload ?? null), id],
-    );
-    const [updated] = await queryRows<ExecutionRow>(
-      trx,
-      `UPDATE stepwise.executions
+export async function deliverEvent(db: Db, id: string, eventName: string, payload: unknown): Promise<DeliverOutcome> {
+  const rows = await preparedRows<ExecutionRow>(
+    db,
+    'stepwise_deliver_event',
+    `WITH target AS (
+       SELECT id FROM stepwise.executions WHERE id = $1 AND status = 'waiting' AND wait_event_name = $2 FOR UPDATE
+     ),
+     step AS (
+       UPDATE stepwise.steps s SET completed = true, result = jsonb_build_object('payload', $3::jsonb), completed_at = now()
+         FROM target WHERE s.execution_id = target.id AND s.kind = 'event' AND NOT s.completed
+       RETURNING s.seq
+     ),
+     delivered AS (
+       UPDATE stepwise.executions e
           SET wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL, due_at = now(),
-              steps_completed = steps_completed + 1
-        WHERE id = ?
-        RETURNING *, pg_notify('${CHANNEL_WORK}', task) IS NULL AS _n`,
-      [id],
-    );
-    return { kind: 'delivered', execution: rowToExecution(updated) } as const;
-  });
+              steps_completed = e.steps_completed + 1
+         FROM target WHERE e.id = target.id
+       RETURNING e.*
+     )
+     SELECT delivered.*, pg_notify('${CHANNEL_WORK}', delivered.task) IS NULL AS _n FROM delivered`,
+    [id, eventName, toJsonb(payload ?? null)],
+  );
+  return rows[0] ? { kind: 'delivered', execution: rowToExecution(rows[0]) } : { kind: 'not_waiting' };
 }

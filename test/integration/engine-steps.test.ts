@@ -204,7 +204,7 @@ describe('durable pauses', () => {
     }, 'waiting for event');
     expect(waiting.waitEventName).toBe('decision');
     expect(waiting.waitTimeoutAt).not.toBeNull();
-    const outcome = await deliverEvent(t.db, id, 'decision', { approved: true }, () => undefined);
+    const outcome = await deliverEvent(t.db, id, 'decision', { approved: true });
     expect(outcome.kind).toBe('delivered');
     const e = await finished(id);
     expect(e.output).toEqual({ approved: true });

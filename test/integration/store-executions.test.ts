@@ -1,7 +1,8 @@
 import pg from 'pg';
 import { waitUntil } from '../helpers/wait-until';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { cancelExecution, getExecution, insertExecutions, listExecutions } from '../../src/store/executions';
+import { cancelExecution, deliverEvent, getExecution, insertExecutions, listExecutions } from '../../src/store/executions';
+import { loadSteps, suspendExecution } from '../../src/store/steps';
 import { claimExecutions, completeExecutions } from '../../src/store/leases';
 
 let t: TestDatabase;
@@ -79,5 +80,19 @@ describe('store: executions', () => {
     } finally {
       await listener.end();
     }
+  });
+
+  test('ten concurrent deliveries of one event: exactly one delivers, and the step holds its payload', async () => {
+    const [{ execution }] = await insertExecutions(t.db, [{ task: 'event-race', data: null }]);
+    const [claimed] = await claimExecutions(t.db, ['event-race'], 1, 30000);
+    const lease = { id: execution.id, token: claimed.execution.leaseToken as string };
+    expect(await suspendExecution(t.db, lease, { seq: 0, name: 'go', kind: 'event', eventName: 'go', wakeAt: null })).toBeDefined();
+    const outcomes = await Promise.all(Array.from({ length: 10 }, (_, i) => deliverEvent(t.db, execution.id, 'go', { i })));
+    const winners = outcomes.filter((o) => o.kind === 'delivered');
+    expect(winners).toHaveLength(1);
+    const [step] = await loadSteps(t.db, execution.id);
+    expect(step).toMatchObject({ kind: 'event', completed: true });
+    expect((step.result as { payload: { i: number } }).payload.i).toBe(outcomes.indexOf(winners[0]));
+    expect(await getExecution(t.db, execution.id)).toMatchObject({ stepsCompleted: 1, waitEventName: null });
   });
 });
