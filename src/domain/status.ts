@@ -11,7 +11,6 @@ export const EXECUTION_STATUSES = Object.freeze([
 export type ExecutionStatus = (typeof EXECUTION_STATUSES)[number];
 
 export const TERMINAL_STATUSES: readonly ExecutionStatus[] = Object.freeze(['completed', 'failed', 'cancelled']);
-export const ACTIVE_STATUSES: readonly ExecutionStatus[] = Object.freeze(['pending', 'running', 'waiting']);
 
 /** Legal moves of the state machine; the store's conditional updates follow this table. */
 const TRANSITIONS: Readonly<Record<ExecutionStatus, readonly ExecutionStatus[]>> = Object.freeze({
@@ -26,10 +25,6 @@ const TRANSITIONS: Readonly<Record<ExecutionStatus, readonly ExecutionStatus[]>>
 
 export function isTerminal(status: ExecutionStatus): boolean {
   return TERMINAL_STATUSES.includes(status);
-}
-
-export function isExecutionStatus(value: unknown): value is ExecutionStatus {
-  return typeof value === 'string' && (EXECUTION_STATUSES as readonly string[]).includes(value);
 }
 
 export function canTransition(from: ExecutionStatus, to: ExecutionStatus): boolean {

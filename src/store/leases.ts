@@ -157,16 +157,3 @@ export async function setCurrentStep(db: Db, lease: Lease, name: string): Promis
   );
   return rows.length > 0;
 }
-
-/** Ids of the given executions that are no longer running under these leases (cancelled, taken over). */
-export async function findLostLeases(db: Db, leases: readonly Lease[]): Promise<string[]> {
-  if (leases.length === 0) return [];
-  const rows = await queryRows<{ id: string }>(
-    db,
-    `SELECT l.id FROM unnest(?::uuid[], ?::uuid[]) AS l(id, token)
-       LEFT JOIN stepwise.executions e ON e.id = l.id AND e.lease_token = l.token AND e.status = 'running'
-      WHERE e.id IS NULL`,
-    [leases.map((l) => l.id), leases.map((l) => l.token)],
-  );
-  return rows.map((r) => r.id);
-}
