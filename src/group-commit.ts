@@ -1,12 +1,14 @@
 /**
- * Group commit: writes requested while flushes are in flight are queued and written together by the
- * next flush, so concurrent writers share one statement and one commit. An idle system flushes each
- * write at once (no timer, no added latency); a busy one batches. Up to `maxInFlight` flushes run at
- * once, so one slow commit does not stall the queue behind it.
+ * Group commit: writes requested in the same event-loop turn, or while flushes are in flight, are
+ * queued and written together by the next flush, so concurrent writers share one statement and one
+ * commit. A flush starts at the end of the turn (setImmediate, no timer), so an idle system writes at
+ * once and a burst (32 handlers finishing together) becomes one batch, not one lone write followed by
+ * the rest. Up to `maxInFlight` flushes run at once, so one slow commit does not stall the queue.
  */
 export class GroupCommitter<I, R> {
   private queue: Array<{ item: I; resolve: (result: R) => void; reject: (err: unknown) => void }> = [];
   private inFlight = 0;
+  private scheduled = false;
   private readonly drained = new Set<() => void>();
 
   /**
@@ -25,13 +27,33 @@ export class GroupCommitter<I, R> {
   submit(item: I): Promise<R> {
     return new Promise((resolve, reject) => {
       this.queue.push({ item, resolve, reject });
-      if (this.inFlight < this.maxInFlight) void this.drain();
+      this.schedule();
+    });
+  }
+
+  /** Items submitted and not yet taken by a flush. */
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  /** True while anything submitted is not yet written (queued, about to flush, or in flight). */
+  get pending(): boolean {
+    return this.queue.length > 0 || this.inFlight > 0 || this.scheduled;
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.inFlight >= this.maxInFlight) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      if (this.queue.length > 0 && this.inFlight < this.maxInFlight) void this.drain();
+      else this.settleIfIdle();
     });
   }
 
   /** Resolves when everything submitted so far is written. */
   idle(): Promise<void> {
-    if (this.inFlight === 0 && this.queue.length === 0) return Promise.resolve();
+    if (this.inFlight === 0 && this.queue.length === 0 && !this.scheduled) return Promise.resolve();
     return new Promise((resolve) => this.drained.add(resolve));
   }
 
@@ -41,11 +63,14 @@ export class GroupCommitter<I, R> {
       while (this.queue.length > 0) await this.write(this.queue.splice(0, this.maxBatch));
     } finally {
       this.inFlight -= 1;
-      if (this.inFlight === 0 && this.queue.length === 0) {
-        for (const resolve of this.drained) resolve();
-        this.drained.clear();
-      }
+      this.settleIfIdle();
     }
+  }
+
+  private settleIfIdle(): void {
+    if (this.inFlight !== 0 || this.queue.length !== 0 || this.scheduled) return;
+    for (const resolve of this.drained) resolve();
+    this.drained.clear();
   }
 
   private async write(batch: GroupCommitter<I, R>['queue']): Promise<void> {

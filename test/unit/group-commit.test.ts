@@ -15,11 +15,23 @@ describe('group commit', () => {
       1,
     );
     const p1 = gc.submit(1);
+    await new Promise((r) => setImmediate(r));
     const rest = [2, 3, 4].map((i) => gc.submit(i));
     release();
     expect(await p1).toBe(true);
     expect(await Promise.all(rest)).toEqual([true, false, true]);
     expect(flushes).toEqual([[1], [2, 3, 4]]);
+  });
+
+  test('writes submitted in the same event-loop turn share one flush', async () => {
+    const flushes: number[][] = [];
+    const gc = new GroupCommitter<number, number>(async (items) => {
+      flushes.push(items);
+      return items;
+    });
+    await Promise.all([1, 2, 3].map((i) => gc.submit(i)));
+    await gc.submit(4);
+    expect(flushes).toEqual([[1, 2, 3], [4]]);
   });
 
   test('a batch that fails for one bad item is retried item by item', async () => {
@@ -32,7 +44,9 @@ describe('group commit', () => {
       1,
     );
     // 1 flushes alone; 13 and 2 share the next batch, which fails and is split.
-    const results = await Promise.allSettled([gc.submit(1), gc.submit(13), gc.submit(2)]);
+    const p1 = gc.submit(1);
+    await new Promise((r) => setImmediate(r));
+    const results = await Promise.allSettled([p1, gc.submit(13), gc.submit(2)]);
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect((results[2] as PromiseFulfilledResult<number>).value).toBe(4);
   });
@@ -47,6 +61,7 @@ describe('group commit', () => {
       return items.map(() => true);
     });
     const p1 = gc.submit(1);
+    await new Promise((r) => setImmediate(r));
     await expect(gc.submit(2)).resolves.toBe(true);
     expect(order).toEqual([2]);
     releaseFirst();
