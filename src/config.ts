@@ -38,6 +38,8 @@ export const ConfigSchema = Type.Object(
     worker: Type.Object(
       {
         concurrency: Type.Integer({ minimum: 1, default: 32 }),
+        prefetch: Type.Optional(Type.Integer({ minimum: 0, description: 'executions claimed ahead of free slots (default: the concurrency)' })),
+        prefetchHoldMs: Type.Integer({ minimum: 50, default: 1000, description: 'a prefetched execution not started within this time goes back to the queue' }),
         leaseMs: Type.Integer({ minimum: 500, default: 30000 }),
         pollIntervalMs: Type.Integer({ minimum: 50, default: 1000 }),
         shutdownGraceMs: Type.Integer({ minimum: 0, default: 10000 }),
@@ -63,6 +65,8 @@ const ENV_MAP: ReadonlyArray<readonly [string, string, 'string' | 'int' | 'list'
   ['STEPWISE_JSON_MAX_DEPTH', 'http.jsonMaxDepth', 'int'],
   ['STEPWISE_DB_POOL_MAX', 'db.poolMax', 'int'],
   ['STEPWISE_CONCURRENCY', 'worker.concurrency', 'int'],
+  ['STEPWISE_PREFETCH', 'worker.prefetch', 'int'],
+  ['STEPWISE_PREFETCH_HOLD_MS', 'worker.prefetchHoldMs', 'int'],
   ['STEPWISE_LEASE_MS', 'worker.leaseMs', 'int'],
   ['STEPWISE_POLL_INTERVAL_MS', 'worker.pollIntervalMs', 'int'],
   ['STEPWISE_SHUTDOWN_GRACE_MS', 'worker.shutdownGraceMs', 'int'],

@@ -117,6 +117,8 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
         tasks,
         log,
         concurrency: options.concurrency ?? config.worker.concurrency,
+        prefetch: config.worker.prefetch,
+        prefetchHoldMs: config.worker.prefetchHoldMs,
         leaseMs: config.worker.leaseMs,
         pollIntervalMs: config.worker.pollIntervalMs,
         shutdownGraceMs: config.worker.shutdownGraceMs,

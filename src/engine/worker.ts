@@ -3,7 +3,7 @@ import { computeRetryDelay, hasAttemptsLeft } from '../domain/retry';
 import type { Logger } from '../logger';
 import { CHANNEL_CANCEL, CHANNEL_WORK } from '../store/channels';
 import type { Db } from '../store/db';
-import { claimExecutions, completeExecutions, failExecution, releaseExecutions, renewLeases, type ClaimedExecution, type Completion, type Lease } from '../store/leases';
+import { claimExecutions, completeAndClaim, failExecution, releaseExecutions, renewLeases, returnUnstarted, type ClaimedExecution, type Completion, type Lease } from '../store/leases';
 import { NotificationListener } from '../store/listener';
 import type { StepKind } from '../store/rows';
 import { loadSteps, recordStepResults, stepKey, type StepResult } from '../store/steps';
@@ -32,6 +32,13 @@ export interface WorkerOptions {
   tasks: readonly TaskDefinition[];
   log: Logger;
   concurrency?: number;
+  /**
+   * Executions claimed ahead of free slots, started as slots free up (default: as many as
+   * `concurrency`). A busy worker then never waits for a claim's round trip between handlers; an
+   * execution that waited longer than `prefetchHoldMs` for a slot is handed back for other workers.
+   */
+  prefetch?: number;
+  prefetchHoldMs?: number;
   leaseMs?: number;
   pollIntervalMs?: number;
   shutdownGraceMs?: number;
@@ -46,6 +53,13 @@ interface Active {
   leaseExpiresAt: number;
   /** True while the handler itself runs; false once only its final write is pending. */
   inHandler: boolean;
+}
+
+/** A claimed execution waiting in the prefetch buffer for a free slot. */
+interface Buffered {
+  claimed: ClaimedExecution;
+  entry: Active;
+  claimSentAt: number;
 }
 
 type WorkerState = 'created' | 'running' | 'stopping' | 'stopped';
@@ -65,6 +79,15 @@ export class Worker {
   private readonly completions: GroupCommitter<Completion, boolean>;
   private readonly stepRecords: GroupCommitter<StepResult, boolean>;
   private readonly concurrency: number;
+  private readonly prefetch: number;
+  private readonly prefetchHoldMs: number;
+  private readonly buffer: Buffered[] = [];
+  /** Slots promised to claims in flight, so two claims never take more than the capacity. */
+  private reserved = 0;
+  /** Set when buffered executions had to be handed back (all slots stayed busy): no prefetching until a slot frees. */
+  private prefetchPaused = false;
+  /** Counts work notifications, so a claim can tell whether one arrived while it ran. */
+  private workSeq = 0;
   private readonly leaseMs: number;
   private readonly pollIntervalMs: number;
   private readonly shutdownGraceMs: number;
@@ -72,19 +95,25 @@ export class Worker {
   private wakeUp: (() => void) | undefined;
   private loopDone: Promise<void> | undefined;
   private renewTimer: NodeJS.Timeout | undefined;
+  private holdTimer: NodeJS.Timeout | undefined;
   private stopping: Promise<void> | undefined;
   private readonly localWakeTimers = new Set<NodeJS.Timeout>();
 
   constructor(private readonly options: WorkerOptions) {
     this.registry = new TaskRegistry(options.tasks);
     this.concurrency = options.concurrency ?? 32;
+    this.prefetch = options.prefetch ?? this.concurrency;
+    this.prefetchHoldMs = options.prefetchHoldMs ?? 1000;
     this.leaseMs = options.leaseMs ?? 30000;
     this.pollIntervalMs = options.pollIntervalMs ?? 1000;
     this.shutdownGraceMs = options.shutdownGraceMs ?? 10000;
     this.listener = new NotificationListener({ url: options.databaseUrl, channels: [CHANNEL_WORK, CHANNEL_CANCEL], log: options.log });
     this.listener.on('notification', (channel: string, payload: string) => this.onNotification(channel, payload));
-    this.listener.on('connected', () => this.wake());
-    this.completions = new GroupCommitter(landedFlags((items: Completion[]) => completeExecutions(options.db, items), (c) => c.id), isDatabaseUnavailable);
+    this.listener.on('connected', () => {
+      this.workSeq += 1;
+      this.wake();
+    });
+    this.completions = new GroupCommitter((items: Completion[]) => this.completeAndClaim(items), isDatabaseUnavailable);
     this.stepRecords = new GroupCommitter(landedFlags((items: StepResult[]) => recordStepResults(options.db, items), (s) => stepKey(s.id, s.seq)), isDatabaseUnavailable);
   }
 
@@ -97,12 +126,19 @@ export class Worker {
   }
 
   /**
-   * Slots free for claiming. A slot frees as soon as its handler returns, so claiming overlaps with
-   * the completion commit; held executions beyond twice the concurrency (a slow database) still
-   * throttle claiming, so memory and leases stay bounded.
+   * How many executions a claim may take now: room for `concurrency` running handlers plus `prefetch`
+   * buffered ones, less the slots promised to claims in flight. A slot frees as soon as its handler
+   * returns, so claiming overlaps with the completion commit; finished executions whose final writes
+   * pile up beyond the concurrency (a slow database) still throttle claiming, so memory and leases
+   * stay bounded.
    */
   private freeSlots(): number {
-    return this.concurrency - this.running - Math.max(0, this.active.size - this.running - this.concurrency);
+    const finishing = this.active.size - this.running - this.buffer.length;
+    return this.capacity() - this.running - this.buffer.length - this.reserved - Math.max(0, finishing - this.concurrency);
+  }
+
+  private capacity(): number {
+    return this.concurrency + (this.prefetchPaused ? 0 : this.prefetch);
   }
 
   /** Records the tasks in the database, starts listening and claiming. */
@@ -112,6 +148,7 @@ export class Worker {
     await this.listener.start();
     this.state = 'running';
     this.renewTimer = setInterval(() => void this.renewHeldLeases(), Math.max(200, Math.floor(this.leaseMs / 3)));
+    this.holdTimer = setInterval(() => void this.handBackStale(), Math.max(50, Math.floor(this.prefetchHoldMs / 2)));
     this.loopDone = this.loop();
     this.options.log.info({ workerId: this.id, tasks: this.registry.names(), concurrency: this.concurrency }, 'worker started');
   }
@@ -130,6 +167,9 @@ export class Worker {
     this.state = 'stopping';
     this.wake();
     await this.loopDone;
+    clearInterval(this.holdTimer);
+    // Buffered executions never started: hand them straight back.
+    await this.handBack(this.buffer.splice(0));
     const inFlight = [...this.active.values()].map((a) => a.done);
     if (inFlight.length > 0) {
       this.options.log.info({ inFlight: inFlight.length, graceMs: this.shutdownGraceMs }, 'worker draining');
@@ -154,9 +194,19 @@ export class Worker {
 
   private onNotification(channel: string, payload: string): void {
     if (channel === CHANNEL_WORK) {
-      if (payload === '' || this.registry.get(payload)) this.wake();
+      if (payload === '' || this.registry.get(payload)) {
+        this.workSeq += 1;
+        this.wake();
+      }
     } else if (channel === CHANNEL_CANCEL) {
       this.active.get(payload)?.controller.abort(new LeaseLostError(payload));
+      // Cancelled while buffered: never started, nothing to write; its place is free at once.
+      const at = this.buffer.findIndex((b) => b.claimed.execution.id === payload);
+      if (at >= 0) {
+        this.buffer.splice(at, 1);
+        this.active.delete(payload);
+        this.wake();
+      }
     }
   }
 
@@ -185,7 +235,8 @@ export class Worker {
       // Handlers that finish in the same turn free their slots together: claim once for all of them.
       await new Promise((resolve) => setImmediate(resolve));
       const free = this.freeSlots();
-      if (free <= 0) {
+      // A completion about to be written claims in its own statement (completeAndClaim): no second one.
+      if (free <= 0 || this.completions.pending) {
         await this.idleWait(this.pollIntervalMs);
         this.wakeRequested = false;
         continue;
@@ -195,6 +246,7 @@ export class Worker {
       // Taken before the claim is sent: the database's lease ends leaseMs after its now() in the claim,
       // which is later than this, so the local expiry never outlives the real one.
       const claimSentAt = Date.now();
+      this.reserved += free;
       try {
         claimed = await claimExecutions(this.options.db, tasks, free, this.leaseMs);
         backoff = 100;
@@ -204,41 +256,114 @@ export class Worker {
         await this.idleWait(backoff / 2 + Math.random() * (backoff / 2));
         backoff = Math.min(backoff * 2, 5000);
         continue;
+      } finally {
+        this.reserved -= free;
       }
-      if (this.state !== 'running') {
-        // Stopped while claiming: hand these straight back.
-        await releaseExecutions(this.options.db, claimed.map((c) => ({ id: c.execution.id, token: c.execution.leaseToken as string }))).catch(() => undefined);
-        break;
-      }
-      if (claimed.length > 0) this.options.observer?.claimed?.(claimed);
-      for (const c of claimed) this.startExecution(c, claimSentAt);
-      this.options.observer?.slots?.(this.running, this.concurrency - this.running);
+      await this.accept(claimed, claimSentAt);
+      if (this.state !== 'running') break;
       // A full batch means more may be due: claim again at once.
       if (claimed.length < free) await this.idleWait(this.pollIntervalMs);
     }
+  }
+
+  /**
+   * The completion group commit's flush: records the completions and, in the same statement, claims
+   * as many due executions as there are free slots (most of them freed by these very completions).
+   */
+  private async completeAndClaim(items: Completion[]): Promise<boolean[]> {
+    // Executions whose final writes are pending do not count here: this statement writes them.
+    // Completions still queued leave room for the flush that will write them, so that two flushes in
+    // flight each claim their share and the database works on both at once.
+    const free = this.capacity() - this.running - this.buffer.length - this.reserved - this.completions.queued;
+    const limit = this.state === 'running' ? Math.max(0, free) : 0;
+    const seq = this.workSeq;
+    const claimSentAt = Date.now();
+    this.reserved += limit;
+    let result: Awaited<ReturnType<typeof completeAndClaim>>;
+    try {
+      result = await completeAndClaim(this.options.db, items, this.registry.names(), limit, this.leaseMs);
+    } finally {
+      this.reserved -= limit;
+    }
+    await this.accept(result.claimed, claimSentAt);
+    // More may be due after a full batch, or after work announced while the statement ran.
+    if ((limit > 0 && result.claimed.length === limit) || seq !== this.workSeq) this.wake();
+    return items.map((i) => result.completed.has(i.id));
+  }
+
+  /** Starts (or buffers) what a claim took; a worker that stopped meanwhile hands it straight back. */
+  private async accept(claimed: ClaimedExecution[], claimSentAt: number): Promise<void> {
+    if (claimed.length === 0) return;
+    if (this.state !== 'running') {
+      await releaseExecutions(this.options.db, claimed.map((c) => ({ id: c.execution.id, token: c.execution.leaseToken as string }))).catch(() => undefined);
+      return;
+    }
+    this.options.observer?.claimed?.(claimed);
+    for (const c of claimed) this.startExecution(c, claimSentAt);
+    this.options.observer?.slots?.(this.running, this.concurrency - this.running);
   }
 
   private startExecution(claimed: ClaimedExecution, claimSentAt: number): void {
     const { execution } = claimed;
     const lease: Lease = { id: execution.id, token: execution.leaseToken as string };
     const controller = new AbortController();
-    const entry: Active = { lease, task: execution.task, controller, done: Promise.resolve(), leaseExpiresAt: claimSentAt + this.leaseMs, inHandler: true };
+    const entry: Active = { lease, task: execution.task, controller, done: Promise.resolve(), leaseExpiresAt: claimSentAt + this.leaseMs, inHandler: false };
     this.active.set(execution.id, entry);
+    if (this.running < this.concurrency) this.launch(claimed, entry);
+    else this.buffer.push({ claimed, entry, claimSentAt });
+  }
+
+  private launch(claimed: ClaimedExecution, entry: Active): void {
+    entry.inHandler = true;
     this.running += 1;
     entry.done = this.runExecution(claimed, entry).finally(() => {
       this.leaveHandler(entry);
-      this.active.delete(execution.id);
+      this.active.delete(claimed.execution.id);
       // Letting go of a held execution may lift the throttle on claiming (see freeSlots).
       this.wake();
     });
   }
 
-  /** The handler returned or threw: its slot is free, whatever its final write still has to do. */
+  /** The handler returned or threw: its slot goes to the next buffered execution, else is free. */
   private leaveHandler(entry: Active): void {
     if (!entry.inHandler) return;
     entry.inHandler = false;
     this.running -= 1;
+    this.prefetchPaused = false;
+    this.launchBuffered();
     this.options.observer?.slots?.(this.running, this.concurrency - this.running);
+    this.wake();
+  }
+
+  private launchBuffered(): void {
+    while (this.state === 'running' && this.running < this.concurrency && this.buffer.length > 0) {
+      const next = this.buffer.shift() as Buffered;
+      if (next.entry.controller.signal.aborted) {
+        // Cancelled while buffered: never started, nothing to write.
+        this.active.delete(next.claimed.execution.id);
+        continue;
+      }
+      this.launch(next.claimed, next.entry);
+    }
+  }
+
+  /** Buffered executions that waited past prefetchHoldMs go back to the queue for other workers. */
+  private async handBackStale(): Promise<void> {
+    const cutoff = Date.now() - this.prefetchHoldMs;
+    const stale = this.buffer.filter((b) => b.claimSentAt < cutoff);
+    if (stale.length === 0) return;
+    for (const b of stale) this.buffer.splice(this.buffer.indexOf(b), 1);
+    // Every slot stayed busy all that time: claiming ahead again would only repeat this.
+    this.prefetchPaused = true;
+    await this.handBack(stale);
+  }
+
+  private async handBack(items: Buffered[]): Promise<void> {
+    if (items.length === 0) return;
+    for (const b of items) this.active.delete(b.claimed.execution.id);
+    await returnUnstarted(this.options.db, items.map((b) => ({ ...b.entry.lease, previousStatus: b.claimed.previousStatus }))).catch((err: Error) => {
+      this.options.log.warn({ err: err.message, executions: items.length }, 'could not hand back buffered executions; their leases will expire instead');
+    });
     this.wake();
   }
 

@@ -27,16 +27,31 @@ export interface Lease {
  */
 export async function claimExecutions(db: Db, tasks: readonly string[], limit: number, leaseMs: number): Promise<ClaimedExecution[]> {
   if (limit <= 0 || tasks.length === 0) return [];
-  // The outer UPDATE finds the rows by primary key (id = ANY), never by joining the CTE, which the
-  // planner would turn into a scan of the whole table. SET expressions read the row's old values.
-  const rows = await preparedRows<ExecutionRow & { previous_status: ClaimedExecution['previousStatus']; claimed_at: Date }>(
+  const rows = await preparedRows<ClaimRow>(
     db,
     'stepwise_claim',
-    `WITH due AS (
+    `WITH ${claimCtes('$1', '$2', '$3', 'TRUE')}
+     SELECT claimed.*, due.status AS previous_status, now() AS claimed_at FROM claimed JOIN due USING (id)`,
+    [tasks, limit, leaseMs / 1000],
+  );
+  return rows.map(toClaimed);
+}
+
+type ClaimRow = ExecutionRow & { previous_status: ClaimedExecution['previousStatus']; claimed_at: Date };
+
+const toClaimed = (r: ClaimRow): ClaimedExecution => ({ execution: rowToExecution(r), previousStatus: r.previous_status, claimedAt: r.claimed_at });
+
+/**
+ * The CTEs `due` and `claimed` of a claim. The outer UPDATE finds the rows by primary key (id = ANY),
+ * never by joining the CTE, which the planner would turn into a scan of the whole table. SET
+ * expressions read the row's old values. `exclude` is an extra condition on the due rows.
+ */
+function claimCtes(tasks: string, limit: string, leaseSecs: string, exclude: string): string {
+  return `due AS (
        SELECT id, status FROM stepwise.executions
-        WHERE status IN ('pending','running','waiting') AND due_at <= now() AND task = ANY($1::text[])
+        WHERE status IN ('pending','running','waiting') AND due_at <= now() AND task = ANY(${tasks}::text[]) AND ${exclude}
         ORDER BY due_at
-        LIMIT $2
+        LIMIT ${limit}
         FOR UPDATE SKIP LOCKED
      ),
      claimed AS (
@@ -44,16 +59,12 @@ export async function claimExecutions(db: Db, tasks: readonly string[], limit: n
           SET status = 'running',
               attempt = e.attempt + CASE WHEN e.status = 'waiting' THEN 0 ELSE 1 END,
               lease_token = gen_random_uuid(),
-              due_at = now() + make_interval(secs => $3),
+              due_at = now() + make_interval(secs => ${leaseSecs}),
               started_at = coalesce(e.started_at, now()),
               wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL
         WHERE e.id = ANY(ARRAY(SELECT id FROM due))
         RETURNING e.*
-     )
-     SELECT claimed.*, due.status AS previous_status, now() AS claimed_at FROM claimed JOIN due USING (id)`,
-    [tasks, limit, leaseMs / 1000],
-  );
-  return rows.map((r) => ({ execution: rowToExecution(r), previousStatus: r.previous_status, claimedAt: r.claimed_at }));
+     )`;
 }
 
 /** Extends the leases this worker still holds; returns the ids it still holds. */
@@ -86,7 +97,18 @@ export async function completeExecutions(db: Db, items: readonly Completion[]): 
   const rows = await preparedRows<{ id: string }>(
     db,
     'stepwise_complete',
-    `WITH done AS (
+    `WITH ${COMPLETE_CTES}
+     SELECT id, (SELECT count(*) FROM notified) AS _n FROM done`,
+    completionParams(items),
+  );
+  return new Set(rows.map((r) => r.id));
+}
+
+/**
+ * The CTEs `done` and `notified` of a completion, over parameters $1..$3 (see completionParams): one
+ * NOTIFY per 200 ids, since a payload must stay under PostgreSQL's 8,000 bytes.
+ */
+const COMPLETE_CTES = `done AS (
        UPDATE stepwise.executions e
           SET status = 'completed', output = c.output, completed_at = now(), due_at = NULL,
               lease_token = NULL, current_step = NULL, error = NULL
@@ -94,14 +116,42 @@ export async function completeExecutions(db: Db, items: readonly Completion[]): 
         WHERE e.id = c.id AND e.lease_token = c.token AND e.status = 'running'
         RETURNING e.id
      ),
-     -- One NOTIFY per 200 ids: a payload must stay under PostgreSQL's 8,000 bytes.
      notified AS (
        SELECT pg_notify('${CHANNEL_CHANGED}', string_agg(id::text, ',')) FROM (SELECT id, (row_number() OVER ()) / 200 AS chunk FROM done) c GROUP BY chunk
-     )
-     SELECT id, (SELECT count(*) FROM notified) AS _n FROM done`,
-    [items.map((i) => i.id), items.map((i) => i.token), items.map((i) => toJsonb(i.output ?? null))],
+     )`;
+
+const completionParams = (items: readonly Completion[]) => [items.map((i) => i.id), items.map((i) => i.token), items.map((i) => toJsonb(i.output ?? null))];
+
+/**
+ * Records completions and claims the next due executions in one statement, hence one round trip and
+ * one commit where a busy worker would otherwise spend two. The claim skips the executions being
+ * completed (an expired lease of this worker's could otherwise make one row both completed and
+ * claimed in one statement). Returns the ids that completed and what was claimed.
+ */
+export async function completeAndClaim(
+  db: Db,
+  items: readonly Completion[],
+  tasks: readonly string[],
+  limit: number,
+  leaseMs: number,
+): Promise<{ completed: Set<string>; claimed: ClaimedExecution[] }> {
+  if (limit <= 0 || tasks.length === 0) return { completed: await completeExecutions(db, items), claimed: [] };
+  if (items.length === 0) return { completed: new Set(), claimed: await claimExecutions(db, tasks, limit, leaseMs) };
+  // One row at least (the LEFT JOIN), carrying the completed ids on the first row only.
+  const rows = await preparedRows<Partial<ClaimRow> & { completed_ids: string[] | null }>(
+    db,
+    'stepwise_complete_and_claim',
+    `WITH ${COMPLETE_CTES},
+     ${claimCtes('$4', '$5', '$6', 'id <> ALL($1::uuid[])')}
+     SELECT c.*, CASE WHEN row_number() OVER () = 1 THEN d.completed_ids END AS completed_ids, (SELECT count(*) FROM notified) AS _n
+       FROM (SELECT array_agg(id) AS completed_ids FROM done) d
+       LEFT JOIN (SELECT claimed.*, due.status AS previous_status, now() AS claimed_at FROM claimed JOIN due USING (id)) c ON true`,
+    [...completionParams(items), tasks, limit, leaseMs / 1000],
   );
-  return new Set(rows.map((r) => r.id));
+  return {
+    completed: new Set(rows[0]?.completed_ids ?? []),
+    claimed: rows.filter((r) => r.id !== null && r.id !== undefined).map((r) => toClaimed(r as ClaimRow)),
+  };
 }
 
 /**
@@ -144,6 +194,33 @@ export async function releaseExecutions(db: Db, leases: readonly Lease[]): Promi
       WHERE e.id = l.id AND e.lease_token = l.token AND e.status = 'running'
       RETURNING e.id, pg_notify('${CHANNEL_WORK}', e.task) IS NULL AS _n`,
     [leases.map((l) => l.id), leases.map((l) => l.token)],
+  );
+  return new Set(rows.map((r) => r.id));
+}
+
+/** A claimed execution whose handler never started, with its status before the claim. */
+export interface Unstarted extends Lease {
+  previousStatus: ClaimedExecution['previousStatus'];
+}
+
+/**
+ * Undoes claims whose handlers never started (a worker's prefetch buffer): each execution returns to
+ * the status it had, due now, with the attempt the claim counted taken back, so handing work to
+ * another worker costs it no retry. A NOTIFY wakes one. Fenced like every worker write.
+ */
+export async function returnUnstarted(db: Db, items: readonly Unstarted[]): Promise<Set<string>> {
+  if (items.length === 0) return new Set();
+  const rows = await queryRows<{ id: string }>(
+    db,
+    `UPDATE stepwise.executions e
+        SET status = CASE WHEN l.previous = 'waiting' THEN 'waiting' ELSE 'pending' END,
+            attempt = e.attempt - CASE WHEN l.previous = 'waiting' THEN 0 ELSE 1 END,
+            started_at = CASE WHEN l.previous = 'pending' AND e.attempt = 1 THEN NULL ELSE e.started_at END,
+            due_at = now(), lease_token = NULL, current_step = NULL
+       FROM unnest(?::uuid[], ?::uuid[], ?::text[]) AS l(id, token, previous)
+      WHERE e.id = l.id AND e.lease_token = l.token AND e.status = 'running'
+      RETURNING e.id, pg_notify('${CHANNEL_WORK}', e.task) IS NULL AS _n`,
+    [items.map((i) => i.id), items.map((i) => i.token), items.map((i) => i.previousStatus)],
   );
   return new Set(rows.map((r) => r.id));
 }

@@ -3,7 +3,7 @@ import { waitUntil } from '../helpers/wait-until';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { cancelExecution, deliverEvent, getExecution, insertExecutions, listExecutions } from '../../src/store/executions';
 import { loadSteps, suspendExecution } from '../../src/store/steps';
-import { claimExecutions, completeExecutions } from '../../src/store/leases';
+import { claimExecutions, completeAndClaim, completeExecutions, returnUnstarted } from '../../src/store/leases';
 
 let t: TestDatabase;
 beforeAll(async () => {
@@ -52,6 +52,53 @@ describe('store: executions', () => {
     const landed = await completeExecutions(t.db, [{ id: execution.id, token: claimed.execution.leaseToken as string, output: 1 }]);
     expect(landed.size).toBe(0);
     expect((await getExecution(t.db, execution.id))?.status).toBe('cancelled');
+  });
+
+  test('completeAndClaim records fenced completions and claims the next due executions in one statement', async () => {
+    const ids = (await insertExecutions(t.db, Array.from({ length: 4 }, (_, i) => ({ task: 'fused', data: { i } })))).map((r) => r.execution.id);
+    const first = await claimExecutions(t.db, ['fused'], 2, 30000);
+    const [a, b] = first;
+    // b's lease has expired: it is due again, but completing it in the same statement must not also claim it.
+    await t.db.raw(`UPDATE stepwise.executions SET due_at = now() - interval '1 second' WHERE id = ?`, [b.execution.id]);
+    const { completed, claimed } = await completeAndClaim(
+      t.db,
+      [
+        { id: a.execution.id, token: a.execution.leaseToken as string, output: 'a' },
+        { id: b.execution.id, token: b.execution.leaseToken as string, output: 'b' },
+        { id: a.execution.id, token: '00000000-0000-4000-8000-000000000000', output: 'not held' },
+      ],
+      ['fused'],
+      5,
+      30000,
+    );
+    expect([...completed].sort()).toEqual([a.execution.id, b.execution.id].sort());
+    const rest = ids.filter((id) => id !== a.execution.id && id !== b.execution.id).sort();
+    expect(claimed.map((c) => c.execution.id).sort()).toEqual(rest);
+    expect(claimed.every((c) => c.previousStatus === 'pending' && c.execution.status === 'running' && c.execution.attempt === 1)).toBe(true);
+    expect(await getExecution(t.db, b.execution.id)).toMatchObject({ status: 'completed', output: 'b', leaseToken: null });
+    // Nothing left due: only completions land.
+    const again = await completeAndClaim(t.db, [{ id: claimed[0].execution.id, token: claimed[0].execution.leaseToken as string, output: 1 }], ['fused'], 5, 30000);
+    expect(again.completed).toEqual(new Set([claimed[0].execution.id]));
+    expect(again.claimed).toEqual([]);
+  });
+
+  test('returnUnstarted gives a claim back: status before it, due now, the attempt it counted taken back', async () => {
+    const [{ execution: fresh }] = await insertExecutions(t.db, [{ task: 'give-back', data: null }]);
+    const [c] = await claimExecutions(t.db, ['give-back'], 1, 30000);
+    expect(c.execution).toMatchObject({ id: fresh.id, attempt: 1 });
+    const returned = await returnUnstarted(t.db, [
+      { id: fresh.id, token: c.execution.leaseToken as string, previousStatus: c.previousStatus },
+      { id: fresh.id, token: '00000000-0000-4000-8000-000000000000', previousStatus: 'pending' },
+    ]);
+    expect(returned).toEqual(new Set([fresh.id]));
+    expect(await getExecution(t.db, fresh.id)).toMatchObject({ status: 'pending', attempt: 0, startedAt: null, leaseToken: null });
+    // A resumed (waiting) execution goes back to waiting, its attempt untouched.
+    const [again] = await claimExecutions(t.db, ['give-back'], 1, 30000);
+    await suspendExecution(t.db, { id: fresh.id, token: again.execution.leaseToken as string }, { seq: 1, name: 'nap', kind: 'sleep', wakeAt: new Date(Date.now() - 1000) });
+    const [resumed] = await claimExecutions(t.db, ['give-back'], 1, 30000);
+    expect(resumed.previousStatus).toBe('waiting');
+    await returnUnstarted(t.db, [{ id: fresh.id, token: resumed.execution.leaseToken as string, previousStatus: 'waiting' }]);
+    expect(await getExecution(t.db, fresh.id)).toMatchObject({ status: 'waiting', attempt: 1, leaseToken: null });
   });
 
   test('list pages in (created_at, id) order never skip or repeat', async () => {

@@ -1,0 +1,116 @@
+import { defineTask, Type } from '../../src/index';
+import { cancelExecution, getExecution, insertExecutions } from '../../src/store/executions';
+import { queryRows } from '../../src/store/db';
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { waitUntil } from '../helpers/wait-until';
+import { startWorker } from '../helpers/worker';
+
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(async () => {
+  await t.drop();
+});
+
+/** A task whose handlers block until released; counts the handlers that started, by execution. */
+function gatedTask(name: string) {
+  const started: string[] = [];
+  let open!: () => void;
+  const gate = new Promise<void>((r) => (open = r));
+  const task = defineTask({
+    name,
+    data: Type.Object({ i: Type.Integer() }),
+    async run(ctx, data) {
+      started.push(ctx.executionId);
+      await gate;
+      return data.i;
+    },
+  });
+  return { task: task as never, started, open };
+}
+
+async function schedule(task: string, n: number): Promise<string[]> {
+  const rows = await insertExecutions(t.db, Array.from({ length: n }, (_, i) => ({ task, data: { i } })));
+  return rows.map((r) => r.execution.id);
+}
+
+async function statuses(ids: string[]): Promise<Record<string, number>> {
+  const rows = await queryRows<{ status: string; n: number }>(t.db, 'SELECT status, count(*)::int AS n FROM stepwise.executions WHERE id = ANY(?::uuid[]) GROUP BY status', [ids]);
+  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+}
+
+describe('prefetch', () => {
+  test('a worker holds at most concurrency + prefetch executions and starts the buffered ones as slots free', async () => {
+    const { task, started, open } = gatedTask('prefetch-bounded');
+    const ids = await schedule('prefetch-bounded', 7);
+    const w = await startWorker(t, [task], { concurrency: 2, prefetch: 3, prefetchHoldMs: 60000 });
+    try {
+      await waitUntil(() => w.busy === 5, 'two running and three buffered');
+      expect(started).toHaveLength(2);
+      expect(await statuses(ids)).toEqual({ running: 5, pending: 2 });
+      open();
+      await waitUntil(async () => ((await statuses(ids)).completed === 7 ? true : undefined), 'all to complete');
+      expect(new Set(started).size).toBe(7);
+      const attempts = await queryRows<{ attempt: number }>(t.db, 'SELECT attempt FROM stepwise.executions WHERE id = ANY(?::uuid[])', [ids]);
+      expect(attempts.every((r) => r.attempt === 1)).toBe(true);
+    } finally {
+      await w.stop();
+    }
+  });
+
+  test('a buffered execution left waiting past prefetchHoldMs goes back to the queue, its attempt uncounted, and another worker runs it', async () => {
+    const { task, started, open } = gatedTask('prefetch-hold');
+    const [first, second] = await schedule('prefetch-hold', 2);
+    const busy = await startWorker(t, [task], { concurrency: 1, prefetch: 1, prefetchHoldMs: 200 });
+    try {
+      await waitUntil(() => (started.length === 1 ? true : undefined), 'one handler to start');
+      const buffered = started[0] === first ? second : first;
+      await waitUntil(async () => ((await getExecution(t.db, buffered))?.status === 'pending' ? true : undefined), 'the buffered execution to be handed back');
+      expect(await getExecution(t.db, buffered)).toMatchObject({ status: 'pending', attempt: 0, leaseToken: null, startedAt: null });
+      // The busy worker does not take it again while its only slot stays busy.
+      await new Promise((r) => setTimeout(r, 500));
+      expect(await getExecution(t.db, buffered)).toMatchObject({ status: 'pending', attempt: 0 });
+      const idle = await startWorker(t, [task], { concurrency: 1, prefetch: 0 });
+      try {
+        await waitUntil(() => (started.includes(buffered) ? true : undefined), 'the other worker to start it');
+        open();
+        const done = await waitUntil(async () => {
+          const e = await getExecution(t.db, buffered);
+          return e?.status === 'completed' ? e : undefined;
+        }, 'it to complete');
+        expect(done.attempt).toBe(1);
+      } finally {
+        await idle.stop();
+      }
+    } finally {
+      open();
+      await busy.stop();
+    }
+  });
+
+  test('stop() hands buffered executions straight back; a cancelled buffered execution never starts', async () => {
+    const { task, started, open } = gatedTask('prefetch-stop');
+    const ids = await schedule('prefetch-stop', 3);
+    const w = await startWorker(t, [task], { concurrency: 1, prefetch: 2, prefetchHoldMs: 60000, shutdownGraceMs: 5000 });
+    let running: string;
+    let cancelled: string;
+    let returned: string;
+    try {
+      await waitUntil(() => w.busy === 3, 'one running and two buffered');
+      running = started[0];
+      [cancelled, returned] = ids.filter((id) => id !== running);
+      expect((await cancelExecution(t.db, cancelled)).kind).toBe('cancelled');
+      // Its place is free at once, and nothing else is due to fill it.
+      await waitUntil(() => w.busy === 2, 'the cancel to reach the worker');
+    } finally {
+      const stopping = w.stop();
+      open();
+      await stopping;
+    }
+    expect(started).toEqual([running]);
+    expect(await getExecution(t.db, running)).toMatchObject({ status: 'completed', attempt: 1 });
+    expect(await getExecution(t.db, cancelled)).toMatchObject({ status: 'cancelled' });
+    expect(await getExecution(t.db, returned)).toMatchObject({ status: 'pending', attempt: 0, leaseToken: null });
+  });
+});
