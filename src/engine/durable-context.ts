@@ -25,6 +25,11 @@ export interface DurableContextOptions {
   log: Logger;
   /** Until when fenced writes may be retried through a database outage (the lease's end). */
   writeDeadline: () => number;
+  /**
+   * Settles once the claim has committed (never rejects): a fenced write sent before that would not
+   * see the lease and be discarded, so every write waits for it.
+   */
+  claimCommitted?: Promise<void>;
   /** Records a completed step durably; resolves false when the lease was lost (group-committed). */
   recordStep: (step: StepResult) => Promise<boolean>;
   onStep?: (name: string, kind: StepKind, durationMs: number) => void;
@@ -161,7 +166,8 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     if (this.signal.aborted) throw this.signal.reason instanceof Error ? this.signal.reason : new LeaseLostError(this.executionId);
   }
 
-  private write<T>(fn: () => Promise<T>): Promise<T> {
+  private async write<T>(fn: () => Promise<T>): Promise<T> {
+    await this.options.claimCommitted;
     return retryWhileUnavailable(fn, this.options.writeDeadline(), this.signal);
   }
 }

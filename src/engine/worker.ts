@@ -3,7 +3,7 @@ import { computeRetryDelay, hasAttemptsLeft } from '../domain/retry';
 import type { Logger } from '../logger';
 import { CHANNEL_CANCEL, CHANNEL_WORK } from '../store/channels';
 import type { Db } from '../store/db';
-import { claimExecutions, completeAndClaim, failExecution, releaseExecutions, renewLeases, returnUnstarted, type ClaimedExecution, type Completion, type Lease } from '../store/leases';
+import { claimExecutionsBeforeCommit, completeAndClaim, failExecution, releaseExecutions, renewLeases, returnUnstarted, type ClaimedExecution, type Completion, type Lease } from '../store/leases';
 import { NotificationListener } from '../store/listener';
 import type { StepKind } from '../store/rows';
 import { loadSteps, recordStepResults, stepKey, type StepResult } from '../store/steps';
@@ -53,6 +53,8 @@ interface Active {
   leaseExpiresAt: number;
   /** True while the handler itself runs; false once only its final write is pending. */
   inHandler: boolean;
+  /** Settles (never rejects) when the claim has committed; every write of the execution waits for it. */
+  claimCommitted: Promise<void>;
 }
 
 /** A claimed execution waiting in the prefetch buffer for a free slot. */
@@ -243,12 +245,16 @@ export class Worker {
       }
       this.wakeRequested = false;
       let claimed: ClaimedExecution[];
+      let committed: Promise<void>;
       // Taken before the claim is sent: the database's lease ends leaseMs after its now() in the claim,
       // which is later than this, so the local expiry never outlives the real one.
       const claimSentAt = Date.now();
       this.reserved += free;
       try {
-        claimed = await claimExecutions(this.options.db, tasks, free, this.leaseMs);
+        // Handlers start while the claim's commit is being flushed (see claimExecutionsBeforeCommit).
+        const claim = await claimExecutionsBeforeCommit(this.options.db, tasks, free, this.leaseMs);
+        claimed = claim.claimed;
+        committed = claim.committed.catch((err: Error) => this.claimNotCommitted(claim.claimed, err));
         backoff = 100;
       } catch (err) {
         this.options.observer?.databaseError?.();
@@ -259,7 +265,7 @@ export class Worker {
       } finally {
         this.reserved -= free;
       }
-      await this.accept(claimed, claimSentAt);
+      await this.accept(claimed, claimSentAt, committed);
       if (this.state !== 'running') break;
       // A full batch means more may be due: claim again at once.
       if (claimed.length < free) await this.idleWait(this.pollIntervalMs);
@@ -291,23 +297,35 @@ export class Worker {
     return items.map((i) => result.completed.has(i.id));
   }
 
+  /** The claim's commit failed: its executions were never this worker's; stop what started of them. */
+  private claimNotCommitted(claimed: ClaimedExecution[], err: Error): void {
+    this.options.observer?.databaseError?.();
+    this.options.log.warn({ err: err.message, executions: claimed.length }, 'claim did not commit; its handlers are stopped');
+    for (const c of claimed) {
+      const entry = this.active.get(c.execution.id);
+      if (entry && entry.lease.token === c.execution.leaseToken) entry.controller.abort(new LeaseLostError(c.execution.id));
+    }
+  }
+
   /** Starts (or buffers) what a claim took; a worker that stopped meanwhile hands it straight back. */
-  private async accept(claimed: ClaimedExecution[], claimSentAt: number): Promise<void> {
+  private async accept(claimed: ClaimedExecution[], claimSentAt: number, claimCommitted: Promise<void> = Promise.resolve()): Promise<void> {
     if (claimed.length === 0) return;
     if (this.state !== 'running') {
+      // A release sent before the claim committed would not see the lease (fenced writes, below too).
+      await claimCommitted;
       await releaseExecutions(this.options.db, claimed.map((c) => ({ id: c.execution.id, token: c.execution.leaseToken as string }))).catch(() => undefined);
       return;
     }
     this.options.observer?.claimed?.(claimed);
-    for (const c of claimed) this.startExecution(c, claimSentAt);
+    for (const c of claimed) this.startExecution(c, claimSentAt, claimCommitted);
     this.options.observer?.slots?.(this.running, this.concurrency - this.running);
   }
 
-  private startExecution(claimed: ClaimedExecution, claimSentAt: number): void {
+  private startExecution(claimed: ClaimedExecution, claimSentAt: number, claimCommitted: Promise<void>): void {
     const { execution } = claimed;
     const lease: Lease = { id: execution.id, token: execution.leaseToken as string };
     const controller = new AbortController();
-    const entry: Active = { lease, task: execution.task, controller, done: Promise.resolve(), leaseExpiresAt: claimSentAt + this.leaseMs, inHandler: false };
+    const entry: Active = { lease, task: execution.task, controller, done: Promise.resolve(), leaseExpiresAt: claimSentAt + this.leaseMs, inHandler: false, claimCommitted };
     this.active.set(execution.id, entry);
     if (this.running < this.concurrency) this.launch(claimed, entry);
     else this.buffer.push({ claimed, entry, claimSentAt });
@@ -361,6 +379,7 @@ export class Worker {
   private async handBack(items: Buffered[]): Promise<void> {
     if (items.length === 0) return;
     for (const b of items) this.active.delete(b.claimed.execution.id);
+    await Promise.all(items.map((b) => b.entry.claimCommitted));
     await returnUnstarted(this.options.db, items.map((b) => ({ ...b.entry.lease, previousStatus: b.claimed.previousStatus }))).catch((err: Error) => {
       this.options.log.warn({ err: err.message, executions: items.length }, 'could not hand back buffered executions; their leases will expire instead');
     });
@@ -388,6 +407,7 @@ export class Worker {
         signal: entry.controller.signal,
         log,
         writeDeadline,
+        claimCommitted: entry.claimCommitted,
         recordStep: (step) => this.stepRecords.submit(step),
         onStep: (_name, kind, ms) => this.options.observer?.step?.(execution.task, kind, ms),
       });
@@ -395,6 +415,7 @@ export class Worker {
       this.leaveHandler(entry);
       if (entry.controller.signal.aborted) throw entry.controller.signal.reason;
       toStorableJson(output, 'the handler\'s return value');
+      await entry.claimCommitted;
       const landed = await retryWhileUnavailable(() => this.completions.submit({ ...entry.lease, output }), writeDeadline());
       if (landed) {
         log.debug({ durationMs: Date.now() - started }, 'execution completed');
@@ -438,6 +459,7 @@ export class Worker {
       retryable,
     };
     const delay = retryable && registered ? computeRetryDelay(registered.retry, execution.attempt) : null;
+    await entry.claimCommitted;
     try {
       const landed = await retryWhileUnavailable(() => failExecution(this.options.db, entry.lease, error, delay), entry.leaseExpiresAt);
       if (!landed) return;
@@ -466,6 +488,7 @@ export class Worker {
   private async renewHeldLeases(): Promise<void> {
     const entries = [...this.active.values()];
     if (entries.length === 0) return;
+    await Promise.all(entries.map((e) => e.claimCommitted));
     const renewedAt = Date.now();
     try {
       const held = await renewLeases(this.options.db, entries.map((e) => e.lease), this.leaseMs);

@@ -86,6 +86,40 @@ export async function preparedRows<T>(db: Knex, name: string, text: string, valu
   }
 }
 
+/**
+ * Runs a prepared statement in a transaction of its own and returns its rows as soon as the statement
+ * has run, before its COMMIT is acknowledged; `commit` settles when it is. The rows it wrote stay locked
+ * until then, so any other writer of them waits for the outcome. For work that may begin on rows that
+ * are not durably its own yet, as long as nothing it writes can land unless the commit did.
+ */
+export async function preparedRowsBeforeCommit<T>(db: Knex, name: string, text: string, values: readonly unknown[]): Promise<{ rows: T[]; commit: Promise<void> }> {
+  const client = db.client as unknown as PoolClient;
+  const connection = await client.acquireConnection();
+  let rows: T[];
+  try {
+    // Queued together: the client sends the statement as soon as BEGIN is answered, no await between.
+    const begin = connection.query('BEGIN');
+    const result = connection.query<T & pg.QueryResultRow>({ name, text, values: values as unknown[] });
+    // Both settle, whichever fails first: no rejection is left unobserved.
+    const [began, ran] = await Promise.allSettled([begin, result]);
+    if (began.status === 'rejected') throw began.reason;
+    if (ran.status === 'rejected') throw ran.reason;
+    rows = ran.value.rows;
+  } catch (err) {
+    await connection.query('ROLLBACK').catch(() => undefined);
+    await client.releaseConnection(connection);
+    throw err;
+  }
+  const commit = connection.query('COMMIT').then(
+    () => client.releaseConnection(connection),
+    async (err: unknown) => {
+      await client.releaseConnection(connection);
+      throw err;
+    },
+  );
+  return { rows, commit };
+}
+
 /** True when the database answers a trivial query. */
 export async function pingDb(db: Knex): Promise<boolean> {
   try {

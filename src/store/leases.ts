@@ -1,4 +1,4 @@
-import { preparedRows, queryRows, type Db } from './db';
+import { preparedRows, preparedRowsBeforeCommit, queryRows, type Db } from './db';
 import { CHANNEL_CHANGED, CHANNEL_WORK } from './channels';
 import { rowToExecution, toJsonb, type ExecutionError, type ExecutionRecord, type ExecutionRow } from './rows';
 
@@ -27,17 +27,31 @@ export interface Lease {
  */
 export async function claimExecutions(db: Db, tasks: readonly string[], limit: number, leaseMs: number): Promise<ClaimedExecution[]> {
   if (limit <= 0 || tasks.length === 0) return [];
-  const rows = await preparedRows<ClaimRow>(
-    db,
-    'stepwise_claim',
-    `WITH ${claimCtes('$1', '$2', '$3', 'TRUE')}
-     SELECT claimed.*, due.status AS previous_status, now() AS claimed_at FROM claimed JOIN due USING (id)`,
-    [tasks, limit, leaseMs / 1000],
-  );
+  const rows = await preparedRows<ClaimRow>(db, 'stepwise_claim', CLAIM_SQL, [tasks, limit, leaseMs / 1000]);
   return rows.map(toClaimed);
 }
 
+/**
+ * claimExecutions, but the claimed executions come back before the claim's COMMIT is acknowledged
+ * (`committed` settles with it): a worker can start handlers while the commit's WAL flush is under
+ * way. Safe because every write a handler makes is fenced by the lease token, and the claimed rows stay
+ * locked until the commit: a write waits for it and lands only if the claim did.
+ */
+export async function claimExecutionsBeforeCommit(
+  db: Db,
+  tasks: readonly string[],
+  limit: number,
+  leaseMs: number,
+): Promise<{ claimed: ClaimedExecution[]; committed: Promise<void> }> {
+  if (limit <= 0 || tasks.length === 0) return { claimed: [], committed: Promise.resolve() };
+  const { rows, commit } = await preparedRowsBeforeCommit<ClaimRow>(db, 'stepwise_claim', CLAIM_SQL, [tasks, limit, leaseMs / 1000]);
+  return { claimed: rows.map(toClaimed), committed: commit };
+}
+
 type ClaimRow = ExecutionRow & { previous_status: ClaimedExecution['previousStatus']; claimed_at: Date };
+
+const CLAIM_SQL = `WITH ${claimCtes('$1', '$2', '$3', 'TRUE')}
+     SELECT claimed.*, due.status AS previous_status, now() AS claimed_at FROM claimed JOIN due USING (id)`;
 
 const toClaimed = (r: ClaimRow): ClaimedExecution => ({ execution: rowToExecution(r), previousStatus: r.previous_status, claimedAt: r.claimed_at });
 

@@ -114,3 +114,47 @@ describe('prefetch', () => {
     expect(await getExecution(t.db, returned)).toMatchObject({ status: 'pending', attempt: 0, leaseToken: null });
   });
 });
+
+describe('claims', () => {
+  test('a handler may start before its claim commits, but a claim that fails to commit writes nothing and aborts it', async () => {
+    // A deferred constraint trigger fails the COMMIT of any claim of an execution marked failCommit.
+    await t.db.raw(`
+      CREATE FUNCTION fail_claim_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.status = 'running' AND NEW.data->>'failCommit' = 'yes' THEN RAISE EXCEPTION 'commit refused for the test'; END IF;
+        RETURN NEW;
+      END $$;
+      CREATE CONSTRAINT TRIGGER fail_commit AFTER UPDATE ON stepwise.executions DEFERRABLE INITIALLY DEFERRED
+        FOR EACH ROW EXECUTE FUNCTION fail_claim_commit();`);
+    const aborted: unknown[] = [];
+    let stepRuns = 0;
+    const task = defineTask({
+      name: 'claim-not-committed',
+      data: Type.Object({ failCommit: Type.String() }),
+      async run(ctx) {
+        ctx.signal.addEventListener('abort', () => aborted.push(ctx.signal.reason));
+        await ctx.step('s', () => (stepRuns += 1));
+        return 'done';
+      },
+    });
+    const [{ execution }] = await insertExecutions(t.db, [{ task: 'claim-not-committed', data: { failCommit: 'yes' } }]);
+    const w = await startWorker(t, [task as never], { concurrency: 1, prefetch: 0 });
+    try {
+      await waitUntil(() => (aborted.length > 0 ? true : undefined), 'the handler to be aborted');
+      expect(stepRuns).toBeGreaterThan(0); // it started: the step's function ran before the commit failed
+      expect((aborted[0] as Error).name).toBe('LeaseLostError');
+      const steps = await queryRows<{ n: number }>(t.db, 'SELECT count(*)::int AS n FROM stepwise.steps WHERE execution_id = ?', [execution.id]);
+      expect(steps[0].n).toBe(0);
+      expect(await getExecution(t.db, execution.id)).toMatchObject({ status: 'pending', attempt: 0, leaseToken: null, output: null });
+      await t.db.raw('DROP TRIGGER fail_commit ON stepwise.executions');
+      const done = await waitUntil(async () => {
+        const e = await getExecution(t.db, execution.id);
+        return e?.status === 'completed' ? e : undefined;
+      }, 'the execution to complete once claims commit');
+      expect(done).toMatchObject({ output: 'done', attempt: 1 });
+    } finally {
+      await w.stop();
+      await t.db.raw('DROP TRIGGER IF EXISTS fail_commit ON stepwise.executions; DROP FUNCTION fail_claim_commit()');
+    }
+  });
+});
