@@ -146,8 +146,12 @@ export class Worker {
   /** Records the tasks in the database, starts listening and claiming. */
   async start(): Promise<void> {
     if (this.state !== 'created') throw new Error('a worker starts once');
-    await upsertTasks(this.options.db, this.registry.toRegistrations());
-    await this.listener.start();
+    // Independent round trips: in parallel, so a worker is ready in one connection setup's time.
+    const [tasks, listening] = await Promise.allSettled([upsertTasks(this.options.db, this.registry.toRegistrations()), this.listener.start()]);
+    if (tasks.status === 'rejected' || listening.status === 'rejected') {
+      await this.listener.stop();
+      throw tasks.status === 'rejected' ? tasks.reason : (listening as PromiseRejectedResult).reason;
+    }
     this.state = 'running';
     this.renewTimer = setInterval(() => void this.renewHeldLeases(), Math.max(200, Math.floor(this.leaseMs / 3)));
     this.holdTimer = setInterval(() => void this.handBackStale(), Math.max(50, Math.floor(this.prefetchHoldMs / 2)));

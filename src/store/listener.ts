@@ -52,7 +52,7 @@ export class NotificationListener extends EventEmitter {
     client.on('end', () => this.handleLoss(client, undefined));
     try {
       await client.connect();
-      for (const channel of this.options.channels) await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      await client.query(this.options.channels.map((c) => `LISTEN ${pg.escapeIdentifier(c)}`).join('; '));
     } catch (err) {
       client.removeAllListeners('end');
       client.removeAllListeners('error');
