@@ -137,6 +137,8 @@ function mapBodyError(err: unknown, limitBytes: number): unknown {
     default:
       break;
   }
+  // inflation refuses an unknown Content-Encoding with a bare status 415 and no type.
+  if (e.status === 415) return new UnsupportedMediaTypeError(e.message);
   if (e.status === 400 && /prototype/i.test(e.message ?? '')) return protoKeyError();
   if (e.status === 400 || err instanceof SyntaxError) return new InvalidJsonError();
   return err;

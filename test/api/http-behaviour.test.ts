@@ -131,13 +131,14 @@ describe('request bodies', () => {
     expect(res.body).toMatchObject({ error: { code: 'invalid_data', details: [{ path: 'body' }] } });
   });
 
-  test('a leading UTF-8 BOM is dropped and a gzip body is inflated', async () => {
+  test('a leading UTF-8 BOM is dropped, a gzip body is inflated, an unknown encoding is 415', async () => {
     const task = uniqueTask();
     await registerTask(api.db, task);
     const body = JSON.stringify({ task, data: { n: 1 } });
     expect((await api.call('POST', '/api/v1/executions', { headers: JSON_HEADERS, body: `\ufeff${body}` })).status).toBe(201);
     const gzipped = new Blob([gzipSync(body)]);
     expect((await api.call('POST', '/api/v1/executions', { headers: { ...JSON_HEADERS, 'Content-Encoding': 'gzip' }, body: gzipped })).status).toBe(201);
+    expect((await api.call('POST', '/api/v1/executions', { headers: { ...JSON_HEADERS, 'Content-Encoding': 'klingon' }, body })).status).toBe(415);
   });
 
   test('text PostgreSQL cannot store (NUL, unpaired surrogates) is 422 invalid_data, never a 500', async () => {
