@@ -1,5 +1,6 @@
 import type { components } from '../../generated/openapi';
 import { EXECUTION_STATUSES, type ExecutionStatus } from '../domain/status';
+import type { ScheduledRecord } from '../store/executions';
 import type { ExecutionRecord, StepRecord } from '../store/rows';
 import type { TaskRecord } from '../store/tasks';
 
@@ -33,7 +34,7 @@ export function toExecution(e: ExecutionRecord): Schemas['Execution'] {
 }
 
 /** The short form the schedule endpoint answers with. */
-export function toScheduledExecution(e: ExecutionRecord): Schemas['ScheduledExecution'] {
+export function toScheduledExecution(e: ScheduledRecord): Schemas['ScheduledExecution'] {
   return { execution_id: e.id, task: e.task, status: e.status, created_at: e.createdAt.toISOString() };
 }
 

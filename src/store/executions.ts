@@ -11,54 +11,70 @@ export interface NewExecution {
   idempotencyKey?: string;
 }
 
+/** What scheduling needs back: the columns the schedule endpoint answers with, never the data. */
+export type ScheduledRecord = Pick<ExecutionRecord, 'id' | 'task' | 'status' | 'createdAt'>;
+
 export interface ScheduleResult {
-  execution: ExecutionRecord;
+  execution: ScheduledRecord;
   /** False when an execution with the same idempotency key already existed. */
   created: boolean;
+}
+
+interface ScheduledRow {
+  id: string;
+  task: string;
+  status: ExecutionStatus;
+  created_at: Date;
+}
+
+const SCHEDULED_COLUMNS = 'id, task, status, created_at';
+
+function toScheduledRecord(row: ScheduledRow): ScheduledRecord {
+  return { id: row.id, task: row.task, status: row.status, createdAt: row.created_at };
 }
 
 /**
  * Inserts executions, several at once when the scheduler batches concurrent requests. An idempotency
  * key that is already taken (also by a concurrent insert, or twice within the batch) yields the
  * existing row, never a second one: ON CONFLICT DO NOTHING leans on the unique index, and the rows it
- * skipped are read back afterwards. Workers are woken with one NOTIFY per distinct task (Postgres
- * folds identical notifications within a transaction).
+ * skipped are read back afterwards. One plain INSERT, no CTE: it returns only the four columns the
+ * caller answers with (not the data it just sent, which would travel back and be parsed again), and
+ * wakes the workers from RETURNING. pg_notify runs per row but Postgres folds identical notifications
+ * within a transaction, so workers hear one per distinct task; measured, this is cheaper than a CTE
+ * that notifies once per DISTINCT task.
  */
 export async function insertExecutions(db: Db, items: readonly NewExecution[]): Promise<ScheduleResult[]> {
   const ids = items.map(() => newExecutionId());
-  const inserted = await preparedRows<ExecutionRow>(
+  const inserted = await preparedRows<ScheduledRow>(
     db,
-    'stepwise_insert_executions',
-    `WITH input AS (
-       SELECT * FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[]) WITH ORDINALITY
-         AS t(id, task, data, idempotency_key, ord)
-     ),
-     ins AS (
-       INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, due_at)
-       SELECT id, task, 'pending', data, idempotency_key, now() FROM input ORDER BY ord
-       ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-       RETURNING *
-     )
-     SELECT ins.*, pg_notify('${CHANNEL_WORK}', ins.task) IS NULL AS _n FROM ins`,
+    'stepwise_schedule_executions',
+    `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, due_at)
+     SELECT id, task, 'pending', data, idempotency_key, now()
+       FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[]) WITH ORDINALITY AS t(id, task, data, idempotency_key, ord)
+      ORDER BY ord
+     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+     RETURNING ${SCHEDULED_COLUMNS}, pg_notify('${CHANNEL_WORK}', task) IS NULL AS _n`,
     [ids, items.map((i) => i.task), items.map((i) => toJsonb(i.data ?? null)), items.map((i) => i.idempotencyKey ?? null)],
   );
   const byId = new Map(inserted.map((r) => [r.id, r]));
   const missingKeys = items
     .filter((item, i) => !byId.has(ids[i]) && item.idempotencyKey !== undefined)
     .map((i) => i.idempotencyKey as string);
-  const existing = new Map<string, ExecutionRow>();
+  const existing = new Map<string, ScheduledRow>();
   if (missingKeys.length > 0) {
-    const rows = await queryRows<ExecutionRow>(db, 'SELECT * FROM stepwise.executions WHERE idempotency_key = ANY(?::text[])', [
-      missingKeys,
-    ]);
-    for (const r of rows) existing.set(r.idempotency_key as string, r);
+    const rows = await queryRows<ScheduledRow & { idempotency_key: string }>(
+      db,
+      `SELECT ${SCHEDULED_COLUMNS}, idempotency_key FROM stepwise.executions WHERE idempotency_key = ANY(?::text[])`,
+      [missingKeys],
+    );
+    for (const r of rows) existing.set(r.idempotency_key, r);
   }
   return items.map((item, i) => {
     const row = byId.get(ids[i]);
-    if (row) return { execution: rowToExecution(row), created: true };
+    if (row) return { execution: toScheduledRecord(row), created: true };
     const prior = item.idempotencyKey === undefined ? undefined : existing.get(item.idempotencyKey);
     if (!prior) throw new Error('idempotent insert found neither a new nor an existing row');
-    return { execution: rowToExecution(prior), created: false };
+    return { execution: toScheduledRecord(prior), created: false };
   });
 }
 

@@ -1,4 +1,5 @@
 // Cross-cutting HTTP behaviour: request ids, base path, body edge cases.
+import { gzipSync } from 'node:zlib';
 import { parse as parseYaml } from 'yaml';
 import '../helpers/spec-matcher';
 import { startTestApi, type TestApi } from '../helpers/api-server';
@@ -122,6 +123,22 @@ describe('request bodies', () => {
     const res = await api.call('POST', '/api/v1/executions', { headers: JSON_HEADERS, body: '{"task":"x","__proto__":{"polluted":true}}' });
     expect(res.status).toBe(422);
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  test('an escaped "__proto__" key is refused too', async () => {
+    const res = await api.call('POST', '/api/v1/executions', { headers: JSON_HEADERS, body: '{"task":"x","data":{"\\u005f_proto__":{"polluted":true}}}' });
+    expect(res.status).toBe(422);
+    expect(res.body).toMatchObject({ error: { code: 'invalid_data', details: [{ path: 'body' }] } });
+  });
+
+  test('a leading UTF-8 BOM is dropped, a gzip body is inflated, an unknown encoding is 415', async () => {
+    const task = uniqueTask();
+    await registerTask(api.db, task);
+    const body = JSON.stringify({ task, data: { n: 1 } });
+    expect((await api.call('POST', '/api/v1/executions', { headers: JSON_HEADERS, body: `\ufeff${body}` })).status).toBe(201);
+    const gzipped = new Blob([gzipSync(body)]);
+    expect((await api.call('POST', '/api/v1/executions', { headers: { ...JSON_HEADERS, 'Content-Encoding': 'gzip' }, body: gzipped })).status).toBe(201);
+    expect((await api.call('POST', '/api/v1/executions', { headers: { ...JSON_HEADERS, 'Content-Encoding': 'klingon' }, body })).status).toBe(415);
   });
 
   test('text PostgreSQL cannot store (NUL, unpaired surrogates) is 422 invalid_data, never a 500', async () => {

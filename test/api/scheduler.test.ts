@@ -22,7 +22,7 @@ describe('schedule group commit', () => {
         batcher.submit({ task: 'batch', data: 'a', idempotencyKey: 'batch-key' }),
         batcher.submit({ task: 'batch', data: 'b', idempotencyKey: 'batch-key' }),
       ]);
-      // The first two flush at once (two in flight); everything that arrived meanwhile shares the next.
+      // The first flushes at once (one in flight); everything that arrived meanwhile shares the next.
       expect(inserts).toBeLessThanOrEqual(3);
       expect(new Set(results.map((r) => r.execution.id)).size).toBe(31);
       expect(results.slice(30).map((r) => r.created)).toEqual([true, false]);
