@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http';
 import bodyParser from 'koa-bodyparser';
 import type { Middleware } from 'koa';
 import { InvalidDataError, InvalidJsonError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../errors';
@@ -34,94 +33,6 @@ export function measureJsonDepth(text: string, limit: number): number {
   return max;
 }
 
-/** A `__proto__` key in valid JSON is refused rather than silently dropped. */
-function protoKeyError(): InvalidDataError {
-  return new InvalidDataError('request body must not contain a "__proto__" key', [{ path: 'body', message: 'must not contain "__proto__"' }]);
-}
-
-/** What @hapi/bourne (co-body's parser) looks for before it scans a parsed body for `__proto__` keys. */
-const SUSPECT_PROTO =
-  /"(?:_|\\u005[Ff])(?:_|\\u005[Ff])(?:p|\\u0070)(?:r|\\u0072)(?:o|\\u006[Ff])(?:t|\\u0074)(?:o|\\u006[Ff])(?:_|\\u005[Ff])(?:_|\\u005[Ff])"\s*:/;
-
-/** True when an object anywhere in `value` has an own `__proto__` key (JSON.parse makes one). Iterative. */
-function hasProtoKey(value: object): boolean {
-  const stack: object[] = [value];
-  while (stack.length > 0) {
-    const node = stack.pop() as object;
-    if (Object.prototype.hasOwnProperty.call(node, '__proto__')) return true;
-    for (const item of Object.values(node)) if (item !== null && typeof item === 'object') stack.push(item as object);
-  }
-  return false;
-}
-
-/**
- * JSON.parse with co-body's rules: empty text is no body (undefined), malformed text is 400, and a
- * `__proto__` key is 422. The scan for it runs only when the text could hold one (the literal key or
- * a \\u escape), as bourne's does.
- */
-function parseJsonText(text: string): unknown {
-  if (text === '') return undefined;
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    throw new InvalidJsonError();
-  }
-  const suspect = value !== null && typeof value === 'object' && (text.includes('__proto__') || text.includes('\\u')) && SUSPECT_PROTO.test(text);
-  if (suspect && hasProtoKey(value as object)) throw protoKeyError();
-  return value;
-}
-
-/**
- * Reads an uncompressed body as UTF-8 text, the way raw-body does for co-body, without its per-request
- * machinery (decoder, option cloning, five listeners through a generic helper): the schedule call is
- * the hot path and its body is usually one small chunk. A declared or streamed length over
- * `limitBytes` is 413; a body that ends early or is aborted is 400; a leading BOM is dropped.
- */
-function readUtf8(req: IncomingMessage, limitBytes: number, declared: number | undefined): Promise<string> {
-  return new Promise((resolve, reject) => {
-    if (declared !== undefined && declared > limitBytes) {
-      req.pause();
-      reject(new PayloadTooLargeError(limitBytes));
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let received = 0;
-    const cleanup = () => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onAbort);
-      req.off('close', onAbort);
-    };
-    const fail = (err: unknown) => {
-      cleanup();
-      req.pause();
-      reject(err);
-    };
-    function onData(chunk: Buffer): void {
-      received += chunk.length;
-      if (received > limitBytes) fail(new PayloadTooLargeError(limitBytes));
-      else chunks.push(chunk);
-    }
-    function onEnd(): void {
-      cleanup();
-      if (declared !== undefined && received !== declared) {
-        reject(new InvalidJsonError('request body ended before its declared length'));
-        return;
-      }
-      const text = (chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, received)).toString('utf8');
-      resolve(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
-    }
-    function onAbort(): void {
-      fail(new InvalidJsonError('request body ended before its declared length'));
-    }
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onAbort);
-    req.on('close', onAbort);
-  });
-}
-
 /** co-body / raw-body errors carry a `type`; these are the client's fault and map to the contract's codes. */
 function mapBodyError(err: unknown, limitBytes: number): unknown {
   const e = err as { type?: string; status?: number; message?: string };
@@ -139,7 +50,10 @@ function mapBodyError(err: unknown, limitBytes: number): unknown {
   }
   // inflation refuses an unknown Content-Encoding with a bare status 415 and no type.
   if (e.status === 415) return new UnsupportedMediaTypeError(e.message);
-  if (e.status === 400 && /prototype/i.test(e.message ?? '')) return protoKeyError();
+  if (e.status === 400 && /prototype/i.test(e.message ?? '')) {
+    // Valid JSON, but a `__proto__` key is refused rather than silently dropped.
+    return new InvalidDataError('request body must not contain a "__proto__" key', [{ path: 'body', message: 'must not contain "__proto__"' }]);
+  }
   if (e.status === 400 || err instanceof SyntaxError) return new InvalidJsonError();
   return err;
 }
@@ -147,8 +61,7 @@ function mapBodyError(err: unknown, limitBytes: number): unknown {
 /**
  * Reads a JSON request body into `ctx.state.body` (undefined when there is none). A non-empty body must
  * be JSON (415 otherwise); malformed JSON is 400, a body over `limitBytes` 413 and nesting deeper than
- * `maxDepth` 422. An uncompressed body (nearly all) is read and parsed here directly; a compressed one
- * goes through koa-bodyparser, whose own errors are off-contract, so each is mapped here.
+ * `maxDepth` 422. koa-bodyparser's own errors are off-contract, so each is mapped here.
  */
 export function readJsonBody(options: { limitBytes: number; maxDepth: number }): Middleware<ApiState> {
   const parse = bodyParser({
@@ -169,21 +82,12 @@ export function readJsonBody(options: { limitBytes: number; maxDepth: number }):
     // JSON is UTF-8 (RFC 8259); co-body would decode any other declared charset as UTF-8 regardless.
     const charset = CHARSET.exec(ctx.get('Content-Type'))?.[1];
     if (charset && !/^utf-?8$/i.test(charset)) throw new UnsupportedMediaTypeError(ctx.get('Content-Type'));
-    const encoding = ctx.get('Content-Encoding');
-    let raw: string;
-    let body: unknown;
-    if (encoding === '' || encoding === 'identity') {
-      raw = await readUtf8(ctx.req, options.limitBytes, length);
-      body = parseJsonText(raw);
-    } else {
-      try {
-        await parse(ctx, async () => undefined);
-      } catch (err) {
-        throw mapBodyError(err, options.limitBytes);
-      }
-      raw = ctx.request.rawBody ?? '';
-      body = ctx.request.body;
+    try {
+      await parse(ctx, async () => undefined);
+    } catch (err) {
+      throw mapBodyError(err, options.limitBytes);
     }
+    const raw = ctx.request.rawBody ?? '';
     if (raw.trim() === '') ctx.state.body = undefined;
     else {
       if (measureJsonDepth(raw, options.maxDepth) > options.maxDepth) {
@@ -192,13 +96,13 @@ export function readJsonBody(options: { limitBytes: number; maxDepth: number }):
         ]);
       }
       // Only a \u escape can smuggle in NUL or a lone surrogate (raw ones are invalid JSON or U+FFFD).
-      const bad = raw.includes('\\u') ? findUnstorableText(body) : undefined;
+      const bad = raw.includes('\\u') ? findUnstorableText(ctx.request.body) : undefined;
       if (bad !== undefined) {
         throw new InvalidDataError('request body holds text that cannot be stored (a NUL character or an unpaired surrogate)', [
           { path: `body${bad}`, message: 'must not contain U+0000 or unpaired surrogates' },
         ]);
       }
-      ctx.state.body = body;
+      ctx.state.body = ctx.request.body;
     }
     return next();
   };
