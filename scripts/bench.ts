@@ -125,7 +125,7 @@ async function main(): Promise<void> {
   const program = new Command('bench')
     .option('--reps <n>', 'repetitions per scenario (medians are reported)', '3')
     .option('--scenarios <list>', 'harness scenarios to run', 'S1,S2,S3,S4')
-    .option('--peers', 'also run the peers (graphile-worker, pg-boss, DBOS, pg-workflows) in this run; installs them outside the repo', false)
+    .option('--peers', 'also run the peers (graphile-worker, pg-boss, DBOS, pg-workflows, and graphile-worker:batched in S2) in this run; installs them outside the repo', false)
     .option('--no-extras', 'skip Stepwise-only scenarios')
     .option('--n <n>', 'override the job count of S1-S3 (quick runs)')
     .option('--list-rows <n>', 'rows for the list-with-total scenario', '1000000')
@@ -155,7 +155,9 @@ async function main(): Promise<void> {
 
   const lines: HarnessLine[] = [];
   const bar = new SingleBar({ format: 'bench [{bar}] {value}/{total} {step}', noTTYOutput: true, notTTYSchedule: 5000 }, Presets.shades_classic);
-  bar.start(peers.length * scenarios.length + (opts.extras ? 5 : 0), 0, { step: 'starting' });
+  // graphile-worker's batched-completion variant is the S2 anchor: run it beside the defaults.
+  const variantScenarios = opts.peers ? scenarios.filter((s) => s === 'S2') : [];
+  bar.start(peers.length * scenarios.length + variantScenarios.length + (opts.extras ? 5 : 0), 0, { step: 'starting' });
   let extras: ExtraResult[] = [];
   if (opts.harnessResults) {
     for (const f of readdirSync(opts.harnessResults).filter((x) => x.endsWith('.jsonl'))) {
@@ -164,6 +166,7 @@ async function main(): Promise<void> {
   }
   try {
     for (const peer of peers) lines.push(...(await runHarness(harness, peer, scenarios, Number(opts.reps), env, opts.n, bar)));
+    if (variantScenarios.length > 0) lines.push(...(await runHarness(harness, 'graphile-worker:batched', variantScenarios, Number(opts.reps), env, opts.n, bar)));
     if (opts.extras) {
       extras = await runExtras({
         env,
