@@ -120,14 +120,15 @@ export async function completeExecutions(db: Db, items: readonly Completion[]): 
 
 /**
  * The CTEs `done` and `notified` of a completion, over parameters $1..$3 (see completionParams): one
- * NOTIFY per 200 ids, since a payload must stay under PostgreSQL's 8,000 bytes.
+ * NOTIFY per 200 ids, since a payload must stay under PostgreSQL's 8,000 bytes. `id = ANY` lets the
+ * planner find the rows by primary key; joined on the unnest alone it scanned every running execution.
  */
 const COMPLETE_CTES = `done AS (
        UPDATE stepwise.executions e
           SET status = 'completed', output = c.output, completed_at = now(), due_at = NULL,
               lease_token = NULL, current_step = NULL, error = NULL
          FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS c(id, token, output)
-        WHERE e.id = c.id AND e.lease_token = c.token AND e.status = 'running'
+        WHERE e.id = ANY($1::uuid[]) AND e.id = c.id AND e.lease_token = c.token AND e.status = 'running'
         RETURNING e.id
      ),
      notified AS (
