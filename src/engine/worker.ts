@@ -316,9 +316,11 @@ export class Worker {
   private async accept(claimed: ClaimedExecution[], claimSentAt: number, claimCommitted: Promise<void> = Promise.resolve()): Promise<void> {
     if (claimed.length === 0) return;
     if (this.state !== 'running') {
-      // A release sent before the claim committed would not see the lease (fenced writes, below too).
+      // Stopped while claiming: never started, so hand them back as they were (their attempts
+      // uncounted). Sent before the claim committed, the write would not see the lease (see below).
       await claimCommitted;
-      await releaseExecutions(this.options.db, claimed.map((c) => ({ id: c.execution.id, token: c.execution.leaseToken as string }))).catch(() => undefined);
+      const unstarted = claimed.map((c) => ({ id: c.execution.id, token: c.execution.leaseToken as string, previousStatus: c.previousStatus }));
+      await returnUnstarted(this.options.db, unstarted).catch(() => undefined);
       return;
     }
     this.options.observer?.claimed?.(claimed);
