@@ -20,8 +20,7 @@ const dist = (p) => require(path.join(ROOT, 'dist', p));
 // Loaded with the adapter, as the harness's timings start "after imports" (the peers' adapters load
 // their packages inside worker(), so their S2/S3 times include a module load that ours do not: about
 // 0.2-0.5 s on this machine, for a drain of a few seconds).
-const SDK = dist('index.js');
-const sdk = () => SDK;
+const { defineTask, Worker } = dist('index.js');
 const { createDb } = dist('store/db.js');
 const { createLogger } = dist('logger.js');
 const TASK = { noop: 'bench-noop', steps3: 'bench-steps3' };
@@ -29,7 +28,6 @@ const WORKER_POOL = Number(process.env.STEPWISE_BENCH_WORKER_POOL ?? 8);
 const API_POOL = Number(process.env.STEPWISE_BENCH_API_POOL ?? 8);
 
 function benchTasks(onStart = () => {}) {
-  const { defineTask } = sdk();
   return [
     defineTask({
       name: TASK.noop,
@@ -152,7 +150,6 @@ export function make() {
     },
 
     async worker(url, { concurrency = 32, onStart }) {
-      const { Worker } = sdk();
       const db = createDb({ url, poolMax: WORKER_POOL });
       const worker = new Worker({ db, databaseUrl: url, tasks: benchTasks(onStart), log: createLogger({ level: 'warn', pretty: false }), concurrency, pollIntervalMs: 1000 });
       await worker.start();

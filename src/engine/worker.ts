@@ -77,6 +77,8 @@ export class Worker {
   readonly id = randomUUID();
   private state: WorkerState = 'created';
   private readonly registry: TaskRegistry;
+  /** The tasks this worker claims, computed once: every claim sends them. */
+  private readonly taskNames: readonly string[];
   private readonly active = new Map<string, Active>();
   private readonly listener: NotificationListener;
   private readonly completions: GroupCommitter<Completion, boolean>;
@@ -104,6 +106,7 @@ export class Worker {
 
   constructor(private readonly options: WorkerOptions) {
     this.registry = new TaskRegistry(options.tasks);
+    this.taskNames = this.registry.names();
     this.concurrency = options.concurrency ?? 32;
     this.prefetch = options.prefetch ?? 2 * this.concurrency;
     this.prefetchHoldMs = options.prefetchHoldMs ?? 1000;
@@ -155,9 +158,9 @@ export class Worker {
     }
     this.state = 'running';
     this.renewTimer = setInterval(() => void this.renewHeldLeases(), Math.max(200, Math.floor(this.leaseMs / 3)));
-    this.holdTimer = setInterval(() => void this.handBackStale(), Math.max(50, Math.floor(this.prefetchHoldMs / 2)));
+    if (this.prefetch > 0) this.holdTimer = setInterval(() => void this.handBackStale(), Math.max(50, Math.floor(this.prefetchHoldMs / 2)));
     this.loopDone = this.loop();
-    this.options.log.info({ workerId: this.id, tasks: this.registry.names(), concurrency: this.concurrency }, 'worker started');
+    this.options.log.info({ workerId: this.id, tasks: this.taskNames, concurrency: this.concurrency }, 'worker started');
   }
 
   /** Idempotent; resolves when every execution is finished or released. */
@@ -237,7 +240,6 @@ export class Worker {
 
   private async loop(): Promise<void> {
     let backoff = 100;
-    const tasks = this.registry.names();
     while (this.state === 'running') {
       // Handlers that finish in the same turn free their slots together: claim once for all of them.
       await new Promise((resolve) => setImmediate(resolve));
@@ -257,7 +259,7 @@ export class Worker {
       this.reserved += free;
       try {
         // Handlers start while the claim's commit is being flushed (see claimExecutionsBeforeCommit).
-        const claim = await claimExecutionsBeforeCommit(this.options.db, tasks, free, this.leaseMs);
+        const claim = await claimExecutionsBeforeCommit(this.options.db, this.taskNames, free, this.leaseMs);
         claimed = claim.claimed;
         committed = claim.committed.catch((err: Error) => this.claimNotCommitted(claim.claimed, err));
         backoff = 100;
@@ -292,7 +294,7 @@ export class Worker {
     this.reserved += limit;
     let result: Awaited<ReturnType<typeof completeAndClaim>>;
     try {
-      result = await completeAndClaim(this.options.db, items, this.registry.names(), limit, this.leaseMs);
+      result = await completeAndClaim(this.options.db, items, this.taskNames, limit, this.leaseMs);
     } finally {
       this.reserved -= limit;
     }

@@ -20,12 +20,7 @@ export interface ScheduleResult {
   created: boolean;
 }
 
-interface ScheduledRow {
-  id: string;
-  task: string;
-  status: ExecutionStatus;
-  created_at: Date;
-}
+type ScheduledRow = Pick<ExecutionRow, 'id' | 'task' | 'status' | 'created_at'>;
 
 const SCHEDULED_COLUMNS = 'id, task, status, created_at';
 
