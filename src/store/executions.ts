@@ -141,13 +141,15 @@ export type CancelOutcome =
  * Cancels in one conditional UPDATE, so it cannot clobber a completion that commits first: whichever
  * statement takes the row lock first wins, and the other sees a terminal status. The worker running it
  * hears CHANNEL_CANCEL and aborts ctx.signal; its later writes are fenced out by the status check.
+ * Stamped with clock_timestamp(), evaluated once the row is locked: a step that committed while the
+ * cancel waited for the row is then stamped before it (now() would be when the cancel began waiting).
  */
 export async function cancelExecution(db: Db, id: string): Promise<CancelOutcome> {
   const rows = await queryRows<ExecutionRow>(
     db,
     `WITH c AS (
        UPDATE stepwise.executions
-          SET status = 'cancelled', completed_at = now(), due_at = NULL, lease_token = NULL,
+          SET status = 'cancelled', completed_at = clock_timestamp(), due_at = NULL, lease_token = NULL,
               current_step = NULL, wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL,
               error = '{"type":"cancelled","message":"execution was cancelled","retryable":false}'::jsonb
         WHERE id = ? AND status IN ('pending','running','waiting')

@@ -54,6 +54,36 @@ describe('store: executions', () => {
     expect((await getExecution(t.db, execution.id))?.status).toBe('cancelled');
   });
 
+  test('a cancel that waited for a concurrent write is stamped after that write, not when it began waiting', async () => {
+    const [{ execution }] = await insertExecutions(t.db, [{ task: 'cancel-stamp', data: null }]);
+    const [claimed] = await claimExecutions(t.db, ['cancel-stamp'], 1, 30000);
+    const writer = new pg.Client({ connectionString: t.url });
+    await writer.connect();
+    try {
+      await writer.query('BEGIN');
+      await writer.query('UPDATE stepwise.executions SET steps_completed = steps_completed + 1 WHERE id = $1', [execution.id]);
+      const cancel = cancelExecution(t.db, execution.id);
+      await waitUntil(async () => {
+        const { rows } = await writer.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`);
+        return rows[0].n > 0;
+      });
+      // The step lands while the cancel waits (the worker's write won the row): it is recorded before the cancel.
+      const { rows } = await writer.query(
+        `INSERT INTO stepwise.steps (execution_id, seq, name, kind, completed, result, started_at, completed_at)
+         VALUES ($1, 0, 'a', 'step', true, '1', clock_timestamp(), clock_timestamp()) RETURNING completed_at`,
+        [execution.id],
+      );
+      await writer.query('COMMIT');
+      expect((await cancel).kind).toBe('cancelled');
+      const cancelled = await getExecution(t.db, execution.id);
+      expect(cancelled?.leaseToken).toBeNull();
+      expect(claimed.execution.id).toBe(execution.id);
+      expect(cancelled?.completedAt?.getTime()).toBeGreaterThanOrEqual((rows[0].completed_at as Date).getTime());
+    } finally {
+      await writer.end();
+    }
+  });
+
   test('completeAndClaim records fenced completions and claims the next due executions in one statement', async () => {
     const ids = (await insertExecutions(t.db, Array.from({ length: 4 }, (_, i) => ({ task: 'fused', data: { i } })))).map((r) => r.execution.id);
     const first = await claimExecutions(t.db, ['fused'], 2, 30000);
