@@ -2,9 +2,12 @@ import { preparedRows, preparedRowsBeforeCommit, queryRows, type Db } from './db
 import { CHANNEL_CHANGED, CHANNEL_WORK } from './channels';
 import { rowToExecution, toJsonb, type ExecutionError, type ExecutionRecord, type ExecutionRow } from './rows';
 
+/** What a worker needs of an execution it claimed (the claim returns no more: parsing is per row). */
+export type ClaimedRecord = Pick<ExecutionRecord, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'stepsCompleted' | 'leaseToken' | 'createdAt'>;
+
 /** A claimed execution together with what the claim saw. */
 export interface ClaimedExecution {
-  execution: ExecutionRecord;
+  execution: ClaimedRecord;
   /** Status before the claim: 'running' means a lease takeover, 'waiting' a resume. */
   previousStatus: 'pending' | 'running' | 'waiting';
   /** The database's clock at the claim, for comparing durable deadlines without clock skew. */
@@ -48,12 +51,33 @@ export async function claimExecutionsBeforeCommit(
   return { claimed: rows.map(toClaimed), committed: commit };
 }
 
-type ClaimRow = ExecutionRow & { previous_status: ClaimedExecution['previousStatus']; claimed_at: Date };
+/** Instants come as epoch milliseconds: a number parses in a fraction of a timestamp's time. */
+type ClaimRow = Pick<ExecutionRow, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'steps_completed' | 'lease_token'> & {
+  created_ms: number;
+  previous_status: ClaimedExecution['previousStatus'];
+  claimed_ms: number;
+};
+
+/** The claim's result columns, over the CTEs `claimed` and `due` (see claimCtes). */
+const CLAIM_COLUMNS = `claimed.*, due.status AS previous_status, (extract(epoch FROM now()) * 1000)::float8 AS claimed_ms`;
 
 const CLAIM_SQL = `WITH ${claimCtes('$1', '$2', '$3', 'TRUE')}
-     SELECT claimed.*, due.status AS previous_status, now() AS claimed_at FROM claimed JOIN due USING (id)`;
+     SELECT ${CLAIM_COLUMNS} FROM claimed JOIN due USING (id)`;
 
-const toClaimed = (r: ClaimRow): ClaimedExecution => ({ execution: rowToExecution(r), previousStatus: r.previous_status, claimedAt: r.claimed_at });
+const toClaimed = (r: ClaimRow): ClaimedExecution => ({
+  execution: {
+    id: r.id,
+    task: r.task,
+    status: r.status,
+    data: r.data,
+    attempt: r.attempt,
+    stepsCompleted: r.steps_completed,
+    leaseToken: r.lease_token,
+    createdAt: new Date(r.created_ms),
+  },
+  previousStatus: r.previous_status,
+  claimedAt: new Date(r.claimed_ms),
+});
 
 /**
  * The CTEs `due` and `claimed` of a claim. The outer UPDATE finds the rows by primary key (id = ANY),
@@ -77,7 +101,8 @@ function claimCtes(tasks: string, limit: string, leaseSecs: string, exclude: str
               started_at = coalesce(e.started_at, now()),
               wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL
         WHERE e.id = ANY(ARRAY(SELECT id FROM due))
-        RETURNING e.*
+        RETURNING e.id, e.task, e.status, e.data, e.attempt, e.steps_completed, e.lease_token,
+                  (extract(epoch FROM e.created_at) * 1000)::float8 AS created_ms
      )`;
 }
 
@@ -152,19 +177,20 @@ export async function completeAndClaim(
 ): Promise<{ completed: Set<string>; claimed: ClaimedExecution[] }> {
   if (limit <= 0 || tasks.length === 0) return { completed: await completeExecutions(db, items), claimed: [] };
   if (items.length === 0) return { completed: new Set(), claimed: await claimExecutions(db, tasks, limit, leaseMs) };
-  // One row at least (the LEFT JOIN), carrying the completed ids on the first row only.
-  const rows = await preparedRows<Partial<ClaimRow> & { completed_ids: string[] | null }>(
+  // One row at least (the LEFT JOIN), carrying the completed ids (comma-separated) on the first row only.
+  const rows = await preparedRows<Partial<ClaimRow> & { completed_ids: string | null }>(
     db,
     'stepwise_complete_and_claim',
     `WITH ${COMPLETE_CTES},
      ${claimCtes('$4', '$5', '$6', 'id <> ALL($1::uuid[])')}
      SELECT c.*, CASE WHEN row_number() OVER () = 1 THEN d.completed_ids END AS completed_ids, (SELECT count(*) FROM notified) AS _n
-       FROM (SELECT array_agg(id) AS completed_ids FROM done) d
-       LEFT JOIN (SELECT claimed.*, due.status AS previous_status, now() AS claimed_at FROM claimed JOIN due USING (id)) c ON true`,
+       FROM (SELECT string_agg(id::text, ',') AS completed_ids FROM done) d
+       LEFT JOIN (SELECT ${CLAIM_COLUMNS} FROM claimed JOIN due USING (id)) c ON true`,
     [...completionParams(items), tasks, limit, leaseMs / 1000],
   );
+  const completedIds = rows[0]?.completed_ids;
   return {
-    completed: new Set(rows[0]?.completed_ids ?? []),
+    completed: new Set(completedIds ? completedIds.split(',') : []),
     claimed: rows.filter((r) => r.id !== null && r.id !== undefined).map((r) => toClaimed(r as ClaimRow)),
   };
 }
