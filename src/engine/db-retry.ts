@@ -7,7 +7,7 @@ import { StoreUnavailableError } from './errors';
  * that outlasts the deadline is thrown as StoreUnavailableError, so callers can tell it from a
  * handler's own failure.
  */
-export async function retryWhileUnavailable<T>(fn: () => Promise<T>, deadline: number, signal?: AbortSignal): Promise<T> {
+export async function retryWhileUnavailable<T>(fn: () => Promise<T>, deadline: number, signal?: { readonly aborted: boolean }): Promise<T> {
   let delay = 100;
   for (;;) {
     try {

@@ -6,6 +6,7 @@ import type { Db } from '../store/db';
 import { setCurrentStep, type Lease } from '../store/leases';
 import type { StepKind, StepRecord } from '../store/rows';
 import { completeTimedStep, suspendExecution, type StepResult } from '../store/steps';
+import type { LazyAbortController } from './abort';
 import { retryWhileUnavailable } from './db-retry';
 import { EventTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError, SuspendSignal } from './errors';
 import type { EventName, EventPayload, TaskContext } from './task';
@@ -21,8 +22,10 @@ export interface DurableContextOptions {
   /** The database clock at the claim, and the local clock when the claim answered. */
   claimedAt: Date;
   claimedLocally: number;
-  signal: AbortSignal;
-  log: Logger;
+  /** Stops the execution: cancelled, lease lost or worker stopping. ctx.signal is its signal. */
+  abort: LazyAbortController;
+  /** The execution's logger, made on first use (a child logger per execution is not free). */
+  log: () => Logger;
   /** Until when fenced writes may be retried through a database outage (the lease's end). */
   writeDeadline: () => number;
   /**
@@ -44,8 +47,6 @@ export interface DurableContextOptions {
 export class DurableContext<E extends Record<string, TSchema> = Record<string, TSchema>> implements TaskContext<E> {
   readonly executionId: string;
   readonly attempt: number;
-  readonly signal: AbortSignal;
-  readonly log: Logger;
   private seq = 0;
   private readonly nameCounts = new Map<string, number>();
   private readonly history: Map<number, StepRecord>;
@@ -53,9 +54,15 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   constructor(private readonly options: DurableContextOptions) {
     this.executionId = options.lease.id;
     this.attempt = options.attempt;
-    this.signal = options.signal;
-    this.log = options.log;
     this.history = new Map(options.history.map((s) => [s.seq, s]));
+  }
+
+  get signal(): AbortSignal {
+    return this.options.abort.signal;
+  }
+
+  get log(): Logger {
+    return this.options.log();
   }
 
   async step<T>(name: string, fn: () => Promise<T> | T): Promise<T> {
@@ -163,11 +170,12 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   }
 
   private throwIfAborted(): void {
-    if (this.signal.aborted) throw this.signal.reason instanceof Error ? this.signal.reason : new LeaseLostError(this.executionId);
+    const { abort } = this.options;
+    if (abort.aborted) throw abort.reason instanceof Error ? abort.reason : new LeaseLostError(this.executionId);
   }
 
   private async write<T>(fn: () => Promise<T>): Promise<T> {
     await this.options.claimCommitted;
-    return retryWhileUnavailable(fn, this.options.writeDeadline(), this.signal);
+    return retryWhileUnavailable(fn, this.options.writeDeadline(), this.options.abort);
   }
 }

@@ -3,6 +3,7 @@ import { computeRetryDelay, hasAttemptsLeft } from '../domain/retry';
 import type { Logger } from '../logger';
 import { CHANNEL_CANCEL, CHANNEL_WORK } from '../store/channels';
 import type { Db } from '../store/db';
+import { LazyAbortController } from './abort';
 import { claimExecutionsBeforeCommit, completeAndClaim, failExecution, releaseExecutions, renewLeases, returnUnstarted, type ClaimedExecution, type Completion, type Lease } from '../store/leases';
 import { NotificationListener } from '../store/listener';
 import type { StepKind } from '../store/rows';
@@ -49,7 +50,7 @@ export interface WorkerOptions {
 interface Active {
   lease: Lease;
   task: string;
-  controller: AbortController;
+  controller: LazyAbortController;
   done: Promise<void>;
   leaseExpiresAt: number;
   /** True while the handler itself runs; false once only its final write is pending. */
@@ -333,7 +334,7 @@ export class Worker {
   private startExecution(claimed: ClaimedExecution, claimSentAt: number, claimCommitted: Promise<void>): void {
     const { execution } = claimed;
     const lease: Lease = { id: execution.id, token: execution.leaseToken as string };
-    const controller = new AbortController();
+    const controller = new LazyAbortController();
     const entry: Active = { lease, task: execution.task, controller, done: Promise.resolve(), leaseExpiresAt: claimSentAt + this.leaseMs, inHandler: false, claimCommitted };
     this.active.set(execution.id, entry);
     if (this.running < this.concurrency) this.launch(claimed, entry);
@@ -365,7 +366,7 @@ export class Worker {
   private launchBuffered(): void {
     while (this.state === 'running' && this.running < this.concurrency && this.buffer.length > 0) {
       const next = this.buffer.shift() as Buffered;
-      if (next.entry.controller.signal.aborted) {
+      if (next.entry.controller.aborted) {
         // Cancelled while buffered: never started, nothing to write.
         this.active.delete(next.claimed.execution.id);
         continue;
@@ -398,7 +399,9 @@ export class Worker {
   private async runExecution(claimed: ClaimedExecution, entry: Active): Promise<void> {
     const { execution } = claimed;
     const started = Date.now();
-    const log = this.options.log.child({ executionId: execution.id, task: execution.task, attempt: execution.attempt });
+    // Made on first use: most executions never log (a child logger serializes its bindings).
+    let child: Logger | undefined;
+    const log = () => (child ??= this.options.log.child({ executionId: execution.id, task: execution.task, attempt: execution.attempt }));
     const registered = this.registry.get(execution.task);
     if (!registered) return; // claims filter by task; unreachable
     const writeDeadline = () => entry.leaseExpiresAt;
@@ -413,7 +416,7 @@ export class Worker {
         history,
         claimedAt: claimed.claimedAt,
         claimedLocally: started,
-        signal: entry.controller.signal,
+        abort: entry.controller,
         log,
         writeDeadline,
         claimCommitted: entry.claimCommitted,
@@ -422,15 +425,15 @@ export class Worker {
       });
       const output = await registered.def.run(ctx as never, execution.data as never);
       this.leaveHandler(entry);
-      if (entry.controller.signal.aborted) throw entry.controller.signal.reason;
+      if (entry.controller.aborted) throw entry.controller.reason;
       toStorableJson(output, 'the handler\'s return value');
       await entry.claimCommitted;
       const landed = await retryWhileUnavailable(() => this.completions.submit({ ...entry.lease, output }), writeDeadline());
       if (landed) {
-        log.debug({ durationMs: Date.now() - started }, 'execution completed');
+        if (this.options.log.isLevelEnabled('debug')) log().debug({ durationMs: Date.now() - started }, 'execution completed');
         this.options.observer?.finished?.(execution.task, 'completed', Date.now() - started);
       } else {
-        log.info('result discarded: execution was cancelled or taken over');
+        log().info('result discarded: execution was cancelled or taken over');
         this.options.observer?.finished?.(execution.task, 'lost', Date.now() - started);
       }
     } catch (err) {
@@ -438,12 +441,12 @@ export class Worker {
     }
   }
 
-  private async handleFailure(err: unknown, claimed: ClaimedExecution, entry: Active, log: Logger, started: number): Promise<void> {
+  private async handleFailure(err: unknown, claimed: ClaimedExecution, entry: Active, log: () => Logger, started: number): Promise<void> {
     this.leaveHandler(entry);
     const { execution } = claimed;
     const durationMs = Date.now() - started;
     if (err instanceof SuspendSignal) {
-      log.debug({ until: err.until }, 'execution suspended');
+      if (this.options.log.isLevelEnabled('debug')) log().debug({ until: err.until }, 'execution suspended');
       this.scheduleLocalWake(err.until);
       this.options.observer?.finished?.(execution.task, 'suspended', durationMs);
       return;
@@ -451,12 +454,12 @@ export class Worker {
     if (err instanceof StoreUnavailableError) {
       // The database stayed away past the lease: abandon the attempt without recording a failure (that
       // would need the database, and an outage must not use up retries); it is taken over on expiry.
-      log.warn({ err: err.message }, 'database unavailable; execution left for takeover when its lease expires');
+      log().warn({ err: err.message }, 'database unavailable; execution left for takeover when its lease expires');
       this.options.observer?.finished?.(execution.task, 'lost', durationMs);
       return;
     }
-    if (err instanceof LeaseLostError || entry.controller.signal.aborted) {
-      log.info('execution no longer held: cancelled, taken over or released');
+    if (err instanceof LeaseLostError || entry.controller.aborted) {
+      log().info('execution no longer held: cancelled, taken over or released');
       this.options.observer?.finished?.(execution.task, 'lost', durationMs);
       return;
     }
@@ -473,12 +476,12 @@ export class Worker {
       const landed = await retryWhileUnavailable(() => failExecution(this.options.db, entry.lease, error, delay), entry.leaseExpiresAt);
       if (!landed) return;
       if (delay !== null) {
-        log.warn({ errorType: error.type, retryInMs: delay }, 'attempt failed; retrying');
+        log().warn({ errorType: error.type, retryInMs: delay }, 'attempt failed; retrying');
         this.scheduleLocalWake(new Date(Date.now() + delay));
-      } else log.warn({ errorType: error.type }, 'execution failed');
+      } else log().warn({ errorType: error.type }, 'execution failed');
       this.options.observer?.finished?.(execution.task, delay !== null ? 'retrying' : 'failed', durationMs);
     } catch (writeErr) {
-      log.error({ err: (writeErr as Error).message }, 'could not record failure; the lease will expire and the execution be retried');
+      log().error({ err: (writeErr as Error).message }, 'could not record failure; the lease will expire and the execution be retried');
     }
   }
 
