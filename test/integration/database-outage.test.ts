@@ -2,6 +2,7 @@
 // (a TCP proxy switched off cuts every connection and refuses new ones) and recover with no restart.
 import { defineTask, Type } from '../../src';
 import { getExecution } from '../../src/store/executions';
+import { loadSteps } from '../../src/store/steps';
 import { claimExecutions, completeExecutions } from '../../src/store/leases';
 import { createDb, type Db } from '../../src/store/db';
 import { createLogger } from '../../src/logger';
@@ -82,7 +83,8 @@ describe('worker', () => {
     } });
     worker = await startWorker(t, [task], { db: proxiedDb, databaseUrl: proxiedUrl, leaseMs: 8000 });
     const [{ execution }] = await insertExecutions(t.db, [{ task: task.name, data: null }]);
-    await waitUntil(() => runs === 1, 'the step to run');
+    // The step has run and its record committed (the handler now waits at the gate).
+    await waitUntil(async () => runs === 1 && (await loadSteps(t.db, execution.id)).some((s) => s.completed), 'the step to be recorded');
     await proxy.stop();
     release(); // the handler returns while the database is away: its completion write fails
     await new Promise((r) => setTimeout(r, 1500));
@@ -108,7 +110,8 @@ describe('worker', () => {
     } });
     worker = await startWorker(t, [task], { db: proxiedDb, databaseUrl: proxiedUrl, leaseMs: 1500, pollIntervalMs: 100 });
     const [{ execution }] = await insertExecutions(t.db, [{ task: task.name, data: null }]);
-    await waitUntil(() => runs === 1, 'the step to run');
+    // The step has run and its record committed (the handler now waits at the gate).
+    await waitUntil(async () => runs === 1 && (await loadSteps(t.db, execution.id)).some((s) => s.completed), 'the step to be recorded');
     await proxy.stop();
     release();
     await new Promise((r) => setTimeout(r, 2500)); // past the lease: the completion gives up
