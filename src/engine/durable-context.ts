@@ -92,7 +92,13 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     }
     // The current_step write must not land after the record that clears it.
     if (marking) await marking;
-    const landed = await this.write(() => this.options.recordStep({ ...this.options.lease, seq, name: key, result, startedAt: new Date(started) }));
+    // A retry after a connection cut may find the row its first try committed (see recordStepResults).
+    let sent = false;
+    const landed = await this.write(() => {
+      const resent = sent;
+      sent = true;
+      return this.options.recordStep({ ...this.options.lease, seq, name: key, result, startedAt: new Date(started), resent });
+    });
     if (!landed) throw new LeaseLostError(this.executionId);
     this.options.onStep?.(key, 'step', Date.now() - started);
     return result;

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { waitUntil } from '../helpers/wait-until';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { cancelExecution, deliverEvent, getExecution, insertExecutions, listExecutions } from '../../src/store/executions';
-import { loadSteps, suspendExecution } from '../../src/store/steps';
+import { loadSteps, recordStepResults, stepKey, suspendExecution } from '../../src/store/steps';
 import { claimExecutions, completeAndClaim, completeExecutions, returnUnstarted } from '../../src/store/leases';
 
 let t: TestDatabase;
@@ -82,6 +82,23 @@ describe('store: executions', () => {
     } finally {
       await writer.end();
     }
+  });
+
+  test('a step record sent again after its commit (an answer lost to a connection cut) lands once and reports landed', async () => {
+    const [{ execution }] = await insertExecutions(t.db, [{ task: 'step-retry', data: null }]);
+    const [claimed] = await claimExecutions(t.db, ['step-retry'], 1, 30000);
+    const lease = { id: execution.id, token: claimed.execution.leaseToken as string };
+    const first = { ...lease, seq: 0, name: 'charge', result: { n: 1 }, startedAt: new Date() };
+    expect(await recordStepResults(t.db, [first])).toEqual(new Set([stepKey(execution.id, 0)]));
+    const second = { ...lease, seq: 1, name: 'ship', result: 2, startedAt: new Date() };
+    // The retry carries the first step again, in one batch with a new one.
+    const landed = await recordStepResults(t.db, [{ ...first, resent: true }, second]);
+    expect(landed).toEqual(new Set([stepKey(execution.id, 0), stepKey(execution.id, 1)]));
+    expect((await loadSteps(t.db, execution.id)).map((s) => [s.seq, s.name, s.result])).toEqual([[0, 'charge', { n: 1 }], [1, 'ship', 2]]);
+    expect((await getExecution(t.db, execution.id))?.stepsCompleted).toBe(2);
+    // A different step at a recorded position is not this attempt's: it does not land.
+    expect(await recordStepResults(t.db, [{ ...lease, seq: 0, name: 'other', result: 3, startedAt: new Date(), resent: true }])).toEqual(new Set());
+    expect((await getExecution(t.db, execution.id))?.stepsCompleted).toBe(2);
   });
 
   test('completeAndClaim records fenced completions and claims the next due executions in one statement', async () => {
