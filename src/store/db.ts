@@ -86,38 +86,92 @@ export async function preparedRows<T>(db: Knex, name: string, text: string, valu
   }
 }
 
+/** Most rows an Execute may return; more would suspend the portal (never reached by our statements). */
+const ALL_ROWS = 2 ** 31 - 1;
+
+/**
+ * A prepared statement run in the extended protocol's implicit transaction, with its rows asked for
+ * apart from the commit: Execute is followed by Flush rather than Sync, so PostgreSQL sends the rows
+ * as soon as the statement has run, and Sync (sent when they arrive) commits. pg does exactly this for
+ * a query with `rows` set (it pages cursors so); this class only reports the rows on CommandComplete,
+ * and sends the Sync an error before it would otherwise never get (the connection would hang).
+ */
+class EarlyRowsQuery extends pg.Query {
+  private synced = false;
+
+  constructor(
+    config: pg.QueryConfig,
+    private readonly onRows: (rows: unknown[]) => void,
+    callback: (err: Error | undefined) => void,
+  ) {
+    super({ ...config, rows: ALL_ROWS } as pg.QueryConfig, callback);
+    const rows: unknown[] = [];
+    this.on('row', (row) => rows.push(row));
+    this.rowsSeen = rows;
+  }
+
+  private readonly rowsSeen: unknown[];
+
+  // pg's hooks for a submitted query (not in its type declarations).
+  handleCommandComplete(msg: unknown, connection: { sync(): void }): void {
+    (pg.Query.prototype as unknown as { handleCommandComplete(m: unknown, c: unknown): void }).handleCommandComplete.call(this, msg, connection);
+    this.synced = true; // pg's handler has sent the Sync: the commit is under way
+    this.onRows(this.rowsSeen);
+  }
+
+  handleError(err: Error, connection: { sync(): void }): void {
+    if (!this.synced) {
+      this.synced = true;
+      connection.sync();
+    }
+    (pg.Query.prototype as unknown as { handleError(e: Error, c: unknown): void }).handleError.call(this, err, connection);
+  }
+}
+
 /**
  * Runs a prepared statement in a transaction of its own and returns its rows as soon as the statement
- * has run, before its COMMIT is acknowledged; `commit` settles when it is. The rows it wrote stay locked
- * until then, so any other writer of them waits for the outcome. For work that may begin on rows that
- * are not durably its own yet, as long as nothing it writes can land unless the commit did.
+ * has run, before its commit is acknowledged; `commit` settles when it is. The rows it wrote stay
+ * locked until then, so any other writer of them waits for the outcome. One round trip for the rows,
+ * the commit answered on the same connection after it (see EarlyRowsQuery). For work that may begin
+ * on rows that are not durably its own yet, as long as nothing it writes can land unless the commit did.
  */
 export async function preparedRowsBeforeCommit<T>(db: Knex, name: string, text: string, values: readonly unknown[]): Promise<{ rows: T[]; commit: Promise<void> }> {
   const client = db.client as unknown as PoolClient;
   const connection = await client.acquireConnection();
-  let rows: T[];
+  let released = false;
+  const release = () => {
+    if (released) return Promise.resolve();
+    released = true;
+    return client.releaseConnection(connection);
+  };
+  let onRows!: (rows: unknown[]) => void;
+  let onFail!: (err: Error) => void;
+  const ran = new Promise<unknown[]>((resolve, reject) => {
+    onRows = resolve;
+    onFail = reject;
+  });
+  const commit = new Promise<void>((resolve, reject) => {
+    const query = new EarlyRowsQuery({ name, text, values: values as unknown[] }, onRows, (err) => {
+      // Settles the rows too when the statement itself failed (no rows came).
+      if (err) {
+        onFail(err);
+        reject(err);
+      } else resolve();
+    });
+    connection.query(query as unknown as pg.QueryConfig);
+  });
+  const committed = commit.then(release, async (err: unknown) => {
+    await release();
+    throw err;
+  });
+  let rows: unknown[];
   try {
-    // Queued together: the client sends the statement as soon as BEGIN is answered, no await between.
-    const begin = connection.query('BEGIN');
-    const result = connection.query<T & pg.QueryResultRow>({ name, text, values: values as unknown[] });
-    // Both settle, whichever fails first: no rejection is left unobserved.
-    const [began, ran] = await Promise.allSettled([begin, result]);
-    if (began.status === 'rejected') throw began.reason;
-    if (ran.status === 'rejected') throw ran.reason;
-    rows = ran.value.rows;
+    rows = await ran;
   } catch (err) {
-    await connection.query('ROLLBACK').catch(() => undefined);
-    await client.releaseConnection(connection);
+    await committed.catch(() => undefined);
     throw err;
   }
-  const commit = connection.query('COMMIT').then(
-    () => client.releaseConnection(connection),
-    async (err: unknown) => {
-      await client.releaseConnection(connection);
-      throw err;
-    },
-  );
-  return { rows, commit };
+  return { rows: rows as T[], commit: committed };
 }
 
 /** True when the database answers a trivial query. */

@@ -1,0 +1,41 @@
+import { createTestDatabase, type TestDatabase } from '../helpers/db';
+import { preparedRowsBeforeCommit, queryRows } from '../../src/store/db';
+
+// One connection: a statement that left its connection waiting for a Sync would hang the next one.
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await createTestDatabase({ poolMax: 1 });
+  await t.db.raw(`
+    CREATE TABLE early (id int PRIMARY KEY, v int);
+    CREATE TABLE early_check (id int PRIMARY KEY REFERENCES early (id) DEFERRABLE INITIALLY DEFERRED);
+  `);
+});
+afterAll(async () => {
+  await t.drop();
+});
+
+describe('preparedRowsBeforeCommit', () => {
+  test('gives the rows, then commits; the rows are visible once the commit settles', async () => {
+    const { rows, commit } = await preparedRowsBeforeCommit<{ id: number }>(t.db, 'early_insert', 'INSERT INTO early (id, v) VALUES ($1, 1), ($2, 2) RETURNING id', [1, 2]);
+    expect(rows.map((r) => r.id)).toEqual([1, 2]);
+    await commit;
+    expect(await queryRows(t.db, 'SELECT id FROM early ORDER BY id')).toEqual([{ id: 1 }, { id: 2 }]);
+  });
+
+  test('a statement that fails rejects, and its connection serves the next query', async () => {
+    await expect(preparedRowsBeforeCommit(t.db, 'early_div', 'SELECT 1 / ($1::int - 1) AS x', [1])).rejects.toThrow(/division by zero/);
+    expect(await queryRows(t.db, 'SELECT 7 AS x')).toEqual([{ x: 7 }]);
+  });
+
+  test('a commit that fails rejects `commit` after the rows came, writes nothing, and frees the connection', async () => {
+    const { rows, commit } = await preparedRowsBeforeCommit<{ id: number }>(
+      t.db,
+      'early_deferred',
+      'WITH a AS (INSERT INTO early (id, v) VALUES ($1, 0) RETURNING id) INSERT INTO early_check (id) VALUES ($2) RETURNING id',
+      [10, 11],
+    );
+    expect(rows).toEqual([{ id: 11 }]);
+    await expect(commit).rejects.toThrow(/foreign key/);
+    expect(await queryRows(t.db, 'SELECT id FROM early WHERE id = 10')).toEqual([]);
+  });
+});
