@@ -4,7 +4,7 @@ import type { Logger } from '../logger';
 import { CHANNEL_CANCEL, CHANNEL_WORK } from '../store/channels';
 import type { Db } from '../store/db';
 import { LazyAbortController } from './abort';
-import { claimExecutionsBeforeCommit, completeAndClaim, failExecution, releaseExecutions, renewLeases, returnUnstarted, type ClaimedExecution, type Completion, type Lease } from '../store/leases';
+import { claimExecutionsBeforeCommit, completeAndClaimBeforeCommit, failExecution, releaseExecutions, renewLeases, returnUnstarted, type ClaimedExecution, type CompleteAndClaimResult, type Completion, type Lease } from '../store/leases';
 import { NotificationListener } from '../store/listener';
 import type { StepKind } from '../store/rows';
 import { loadSteps, recordStepResults, stepKey, type StepResult } from '../store/steps';
@@ -293,15 +293,19 @@ export class Worker {
     const seq = this.workSeq;
     const claimSentAt = Date.now();
     this.reserved += limit;
-    let result: Awaited<ReturnType<typeof completeAndClaim>>;
+    let result: CompleteAndClaimResult;
     try {
-      result = await completeAndClaim(this.options.db, items, this.taskNames, limit, this.leaseMs);
+      // The claimed handlers start while the commit is flushed, as a loop claim's do.
+      result = await completeAndClaimBeforeCommit(this.options.db, items, this.taskNames, limit, this.leaseMs);
     } finally {
       this.reserved -= limit;
     }
-    await this.accept(result.claimed, claimSentAt);
+    const claimed = result.claimed;
+    await this.accept(claimed, claimSentAt, result.committed.catch((err: Error) => this.claimNotCommitted(claimed, err)));
     // More may be due after a full batch, or after work announced while the statement ran.
-    if ((limit > 0 && result.claimed.length === limit) || seq !== this.workSeq) this.wake();
+    if ((limit > 0 && claimed.length === limit) || seq !== this.workSeq) this.wake();
+    // The completions are durable only now; a failed commit fails them all (their callers retry).
+    await result.committed;
     return items.map((i) => result.completed.has(i.id));
   }
 

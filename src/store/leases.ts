@@ -162,23 +162,44 @@ const COMPLETE_CTES = `done AS (
 
 const completionParams = (items: readonly Completion[]) => [items.map((i) => i.id), items.map((i) => i.token), items.map((i) => toJsonb(i.output ?? null))];
 
+/** What a fused completion and claim did; `committed` settles when its commit does. */
+export interface CompleteAndClaimResult {
+  completed: Set<string>;
+  claimed: ClaimedExecution[];
+  committed: Promise<void>;
+}
+
 /**
  * Records completions and claims the next due executions in one statement, hence one round trip and
  * one commit where a busy worker would otherwise spend two. The claim skips the executions being
  * completed (an expired lease of this worker's could otherwise make one row both completed and
- * claimed in one statement). Returns the ids that completed and what was claimed.
+ * claimed in one statement). Returns the ids that completed and what was claimed, once committed.
  */
-export async function completeAndClaim(
+export async function completeAndClaim(db: Db, items: readonly Completion[], tasks: readonly string[], limit: number, leaseMs: number): Promise<Omit<CompleteAndClaimResult, 'committed'>> {
+  const { completed, claimed, committed } = await completeAndClaimBeforeCommit(db, items, tasks, limit, leaseMs);
+  await committed;
+  return { completed, claimed };
+}
+
+/**
+ * completeAndClaim, answered as soon as the statement has run (see claimExecutionsBeforeCommit): a
+ * worker starts the claimed handlers while the commit is flushed. The completions are not durable
+ * until `committed` settles, so nobody may be told of them before.
+ */
+export async function completeAndClaimBeforeCommit(
   db: Db,
   items: readonly Completion[],
   tasks: readonly string[],
   limit: number,
   leaseMs: number,
-): Promise<{ completed: Set<string>; claimed: ClaimedExecution[] }> {
-  if (limit <= 0 || tasks.length === 0) return { completed: await completeExecutions(db, items), claimed: [] };
-  if (items.length === 0) return { completed: new Set(), claimed: await claimExecutions(db, tasks, limit, leaseMs) };
+): Promise<CompleteAndClaimResult> {
+  if (limit <= 0 || tasks.length === 0) return { completed: await completeExecutions(db, items), claimed: [], committed: Promise.resolve() };
+  if (items.length === 0) {
+    const claim = await claimExecutionsBeforeCommit(db, tasks, limit, leaseMs);
+    return { completed: new Set(), claimed: claim.claimed, committed: claim.committed };
+  }
   // One row at least (the LEFT JOIN), carrying the completed ids (comma-separated) on the first row only.
-  const rows = await preparedRows<Partial<ClaimRow> & { completed_ids: string | null }>(
+  const { rows, commit } = await preparedRowsBeforeCommit<Partial<ClaimRow> & { completed_ids: string | null }>(
     db,
     'stepwise_complete_and_claim',
     `WITH ${COMPLETE_CTES},
@@ -192,6 +213,7 @@ export async function completeAndClaim(
   return {
     completed: new Set(completedIds ? completedIds.split(',') : []),
     claimed: rows.filter((r) => r.id !== null && r.id !== undefined).map((r) => toClaimed(r as ClaimRow)),
+    committed: commit,
   };
 }
 
