@@ -145,15 +145,18 @@ export async function completeExecutions(db: Db, items: readonly Completion[]): 
 
 /**
  * The CTEs `done` and `notified` of a completion, over parameters $1..$3 (see completionParams): one
- * NOTIFY per 200 ids, since a payload must stay under PostgreSQL's 8,000 bytes. `id = ANY` lets the
- * planner find the rows by primary key; joined on the unnest alone it scanned every running execution.
+ * NOTIFY per 200 ids, since a payload must stay under PostgreSQL's 8,000 bytes. No join: the rows are
+ * found by primary key (id = ANY), and each row's item by its lease token, which is unique to one claim
+ * of one execution, so the item holding a row's current token is that row's (and a stale item of the
+ * same execution, with an older token, matches nothing). Joined with an unnest of the items, the
+ * generic plan re-scanned the unnest once per row: 96 x 96 comparisons, 4 of a 9 ms statement.
  */
 const COMPLETE_CTES = `done AS (
        UPDATE stepwise.executions e
-          SET status = 'completed', output = c.output, completed_at = now(), due_at = NULL,
-              lease_token = NULL, current_step = NULL, error = NULL
-         FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS c(id, token, output)
-        WHERE e.id = ANY($1::uuid[]) AND e.id = c.id AND e.lease_token = c.token AND e.status = 'running'
+          SET status = 'completed', output = ($3::jsonb[])[array_position($2::uuid[], e.lease_token)], completed_at = now(),
+              due_at = NULL, lease_token = NULL, current_step = NULL, error = NULL
+        WHERE e.id = ANY($1::uuid[]) AND e.lease_token = ANY($2::uuid[]) AND e.status = 'running'
+          AND ($1::uuid[])[array_position($2::uuid[], e.lease_token)] = e.id
         RETURNING e.id
      ),
      notified AS (

@@ -110,9 +110,10 @@ describe('store: executions', () => {
     const { completed, claimed } = await completeAndClaim(
       t.db,
       [
+        // A stale item of the same execution (another lease's token) before the current one.
+        { id: a.execution.id, token: '00000000-0000-4000-8000-000000000000', output: 'not held' },
         { id: a.execution.id, token: a.execution.leaseToken as string, output: 'a' },
         { id: b.execution.id, token: b.execution.leaseToken as string, output: 'b' },
-        { id: a.execution.id, token: '00000000-0000-4000-8000-000000000000', output: 'not held' },
       ],
       ['fused'],
       5,
@@ -122,6 +123,7 @@ describe('store: executions', () => {
     const rest = ids.filter((id) => id !== a.execution.id && id !== b.execution.id).sort();
     expect(claimed.map((c) => c.execution.id).sort()).toEqual(rest);
     expect(claimed.every((c) => c.previousStatus === 'pending' && c.execution.status === 'running' && c.execution.attempt === 1)).toBe(true);
+    expect(await getExecution(t.db, a.execution.id)).toMatchObject({ status: 'completed', output: 'a', leaseToken: null });
     expect(await getExecution(t.db, b.execution.id)).toMatchObject({ status: 'completed', output: 'b', leaseToken: null });
     // Nothing left due: only completions land.
     const again = await completeAndClaim(t.db, [{ id: claimed[0].execution.id, token: claimed[0].execution.leaseToken as string, output: 1 }], ['fused'], 5, 30000);
