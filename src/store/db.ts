@@ -98,6 +98,7 @@ const ALL_ROWS = 2 ** 31 - 1;
  */
 class EarlyRowsQuery extends pg.Query {
   private synced = false;
+  private readonly rowsSeen: unknown[] = [];
 
   constructor(
     config: pg.QueryConfig,
@@ -105,12 +106,8 @@ class EarlyRowsQuery extends pg.Query {
     callback: (err: Error | undefined) => void,
   ) {
     super({ ...config, rows: ALL_ROWS } as pg.QueryConfig, callback);
-    const rows: unknown[] = [];
-    this.on('row', (row) => rows.push(row));
-    this.rowsSeen = rows;
+    this.on('row', (row) => this.rowsSeen.push(row));
   }
-
-  private readonly rowsSeen: unknown[];
 
   // pg's hooks for a submitted query (not in its type declarations).
   handleCommandComplete(msg: unknown, connection: { sync(): void }): void {
