@@ -95,25 +95,36 @@ const ALL_ROWS = 2 ** 31 - 1;
  * as soon as the statement has run, and Sync (sent when they arrive) commits. pg does exactly this for
  * a query with `rows` set (it pages cursors so); this class only reports the rows on CommandComplete,
  * and sends the Sync an error before it would otherwise never get (the connection would hang).
+ * Without a callback pg keeps no rows of its own (the 'row' listener collects them) and reports the
+ * end and errors as events.
  */
 class EarlyRowsQuery extends pg.Query {
+  /** The rows, once the statement has run; rejects when it failed. */
+  readonly executed: Promise<unknown[]>;
+  /** Settles when the commit is acknowledged; rejects when the statement or the commit failed. */
+  readonly committed: Promise<void>;
   private synced = false;
-  private readonly rowsSeen: unknown[] = [];
+  private onExecuted!: () => void;
 
-  constructor(
-    config: pg.QueryConfig,
-    private readonly onRows: (rows: unknown[]) => void,
-    callback: (err: Error | undefined) => void,
-  ) {
-    super({ ...config, rows: ALL_ROWS } as pg.QueryConfig, callback);
-    this.on('row', (row) => this.rowsSeen.push(row));
+  constructor(config: pg.QueryConfig) {
+    super({ ...config, rows: ALL_ROWS } as pg.QueryConfig);
+    const rows: unknown[] = [];
+    this.on('row', (row) => rows.push(row));
+    this.executed = new Promise((resolve, reject) => {
+      this.onExecuted = () => resolve(rows);
+      this.once('error', reject);
+    });
+    this.committed = new Promise((resolve, reject) => {
+      this.once('end', () => resolve());
+      this.once('error', reject);
+    });
   }
 
   // pg's hooks for a submitted query (not in its type declarations).
   handleCommandComplete(msg: unknown, connection: { sync(): void }): void {
     (pg.Query.prototype as unknown as { handleCommandComplete(m: unknown, c: unknown): void }).handleCommandComplete.call(this, msg, connection);
     this.synced = true; // pg's handler has sent the Sync: the commit is under way
-    this.onRows(this.rowsSeen);
+    this.onExecuted();
   }
 
   handleError(err: Error, connection: { sync(): void }): void {
@@ -135,40 +146,16 @@ class EarlyRowsQuery extends pg.Query {
 export async function preparedRowsBeforeCommit<T>(db: Knex, name: string, text: string, values: readonly unknown[]): Promise<{ rows: T[]; commit: Promise<void> }> {
   const client = db.client as unknown as PoolClient;
   const connection = await client.acquireConnection();
-  let released = false;
-  const release = () => {
-    if (released) return Promise.resolve();
-    released = true;
-    return client.releaseConnection(connection);
-  };
-  let onRows!: (rows: unknown[]) => void;
-  let onFail!: (err: Error) => void;
-  const ran = new Promise<unknown[]>((resolve, reject) => {
-    onRows = resolve;
-    onFail = reject;
-  });
-  const commit = new Promise<void>((resolve, reject) => {
-    const query = new EarlyRowsQuery({ name, text, values: values as unknown[] }, onRows, (err) => {
-      // Settles the rows too when the statement itself failed (no rows came).
-      if (err) {
-        onFail(err);
-        reject(err);
-      } else resolve();
-    });
-    connection.query(query as unknown as pg.QueryConfig);
-  });
-  const committed = commit.then(release, async (err: unknown) => {
-    await release();
-    throw err;
-  });
-  let rows: unknown[];
+  const query = new EarlyRowsQuery({ name, text, values: values as unknown[] });
+  connection.query(query as unknown as pg.QueryConfig);
+  // The connection goes back to the pool once the commit is answered, either way.
+  const commit = query.committed.finally(() => client.releaseConnection(connection));
   try {
-    rows = await ran;
+    return { rows: (await query.executed) as T[], commit };
   } catch (err) {
-    await committed.catch(() => undefined);
+    await commit.catch(() => undefined);
     throw err;
   }
-  return { rows: rows as T[], commit: committed };
 }
 
 /** True when the database answers a trivial query. */

@@ -1,6 +1,6 @@
 import { preparedRows, preparedRowsBeforeCommit, queryRows, type Db } from './db';
 import { CHANNEL_CHANGED, CHANNEL_WORK } from './channels';
-import { rowToExecution, toJsonb, type ExecutionError, type ExecutionRecord, type ExecutionRow } from './rows';
+import { toJsonb, type ExecutionError, type ExecutionRecord, type ExecutionRow } from './rows';
 
 /** What a worker needs of an execution it claimed (the claim returns no more: parsing is per row). */
 export type ClaimedRecord = Pick<ExecutionRecord, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'stepsCompleted' | 'leaseToken' | 'createdAt'>;
@@ -176,18 +176,9 @@ export interface CompleteAndClaimResult {
  * Records completions and claims the next due executions in one statement, hence one round trip and
  * one commit where a busy worker would otherwise spend two. The claim skips the executions being
  * completed (an expired lease of this worker's could otherwise make one row both completed and
- * claimed in one statement). Returns the ids that completed and what was claimed, once committed.
- */
-export async function completeAndClaim(db: Db, items: readonly Completion[], tasks: readonly string[], limit: number, leaseMs: number): Promise<Omit<CompleteAndClaimResult, 'committed'>> {
-  const { completed, claimed, committed } = await completeAndClaimBeforeCommit(db, items, tasks, limit, leaseMs);
-  await committed;
-  return { completed, claimed };
-}
-
-/**
- * completeAndClaim, answered as soon as the statement has run (see claimExecutionsBeforeCommit): a
- * worker starts the claimed handlers while the commit is flushed. The completions are not durable
- * until `committed` settles, so nobody may be told of them before.
+ * claimed in one statement). Answers as soon as the statement has run (see
+ * claimExecutionsBeforeCommit): a worker starts the claimed handlers while the commit is flushed. The
+ * completions are not durable until `committed` settles, so nobody may be told of them before.
  */
 export async function completeAndClaimBeforeCommit(
   db: Db,

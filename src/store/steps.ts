@@ -43,35 +43,49 @@ export const stepKey = (id: string, seq: number): string => `${id}:${seq}`;
  */
 export async function recordStepResults(db: Db, items: readonly StepResult[]): Promise<Set<string>> {
   if (items.length === 0) return new Set();
-  const idempotent = items.some((i) => i.resent);
-  const rows = await preparedRows<{ execution_id: string; seq: number }>(
-    db,
-    idempotent ? 'stepwise_record_steps_again' : 'stepwise_record_steps',
-    `WITH input AS (
+  const [name, text] = items.some((i) => i.resent) ? RECORD_STEPS_AGAIN : RECORD_STEPS;
+  const rows = await preparedRows<{ execution_id: string; seq: number }>(db, name, text, [
+    items.map((i) => i.id),
+    items.map((i) => i.token),
+    items.map((i) => i.seq),
+    items.map((i) => i.name),
+    items.map((i) => toJsonb(i.result)),
+    items.map((i) => i.startedAt),
+  ]);
+  return new Set(rows.map((r) => stepKey(r.execution_id, r.seq)));
+}
+
+/** recordStepResults' statement: `counts` gives each lease's new steps (c.n), `conflict` the insert's ON CONFLICT. */
+function recordStepsSql(counts: string, conflict: string): string {
+  return `WITH input AS (
        SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::jsonb[], $6::timestamptz[]) AS i(id, token, seq, name, result, started_at)
      ),
      fence AS (
        UPDATE stepwise.executions e
           SET steps_completed = e.steps_completed + c.n, current_step = NULL
-         FROM ${
-           idempotent
-             ? `(SELECT i.id, i.token, count(*) FILTER (WHERE s.seq IS NULL)::int AS n
-                   FROM input i LEFT JOIN stepwise.steps s ON s.execution_id = i.id AND s.seq = i.seq
-                  GROUP BY i.id, i.token)`
-             : '(SELECT id, token, count(*)::int AS n FROM input GROUP BY id, token)'
-         } c
+         FROM (${counts}) c
         WHERE e.id = c.id AND e.lease_token = c.token AND e.status = 'running'
         RETURNING e.id, e.lease_token
      )
      INSERT INTO stepwise.steps AS st (execution_id, seq, name, kind, completed, result, started_at, completed_at)
      SELECT i.id, i.seq, i.name, 'step', true, i.result, least(i.started_at, now()), now()
        FROM input i JOIN fence f ON f.id = i.id AND f.lease_token = i.token
-     ${idempotent ? `ON CONFLICT (execution_id, seq) DO UPDATE SET completed = st.completed WHERE st.kind = 'step' AND st.completed AND st.name = EXCLUDED.name` : ''}
-     RETURNING execution_id, seq`,
-    [items.map((i) => i.id), items.map((i) => i.token), items.map((i) => i.seq), items.map((i) => i.name), items.map((i) => toJsonb(i.result)), items.map((i) => i.startedAt)],
-  );
-  return new Set(rows.map((r) => stepKey(r.execution_id, r.seq)));
+     ${conflict}
+     RETURNING execution_id, seq`;
 }
+
+const RECORD_STEPS = ['stepwise_record_steps', recordStepsSql('SELECT id, token, count(*)::int AS n FROM input GROUP BY id, token', '')] as const;
+
+/** Counts only steps not yet recorded, and reports a row this attempt already wrote as landed. */
+const RECORD_STEPS_AGAIN = [
+  'stepwise_record_steps_again',
+  recordStepsSql(
+    `SELECT i.id, i.token, count(*) FILTER (WHERE s.seq IS NULL)::int AS n
+       FROM input i LEFT JOIN stepwise.steps s ON s.execution_id = i.id AND s.seq = i.seq
+      GROUP BY i.id, i.token`,
+    `ON CONFLICT (execution_id, seq) DO UPDATE SET completed = st.completed WHERE st.kind = 'step' AND st.completed AND st.name = EXCLUDED.name`,
+  ),
+] as const;
 
 /** Records one completed step (see recordStepResults). */
 export async function recordStepResult(db: Db, lease: Lease, seq: number, name: string, result: unknown, startedAt = new Date()): Promise<boolean> {

@@ -3,7 +3,7 @@ import { waitUntil } from '../helpers/wait-until';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { cancelExecution, deliverEvent, getExecution, insertExecutions, listExecutions } from '../../src/store/executions';
 import { loadSteps, recordStepResults, stepKey, suspendExecution } from '../../src/store/steps';
-import { claimExecutions, completeAndClaim, completeExecutions, returnUnstarted } from '../../src/store/leases';
+import { claimExecutions, completeAndClaimBeforeCommit, completeExecutions, returnUnstarted, type Lease } from '../../src/store/leases';
 
 let t: TestDatabase;
 beforeAll(async () => {
@@ -12,6 +12,14 @@ beforeAll(async () => {
 afterAll(async () => {
   await t.drop();
 });
+
+/** Inserts one execution of `task` and claims it: its id and the claim's lease. */
+async function claimOne(task: string): Promise<{ id: string; lease: Lease }> {
+  const [{ execution }] = await insertExecutions(t.db, [{ task, data: null }]);
+  const [claimed] = await claimExecutions(t.db, [task], 1, 30000);
+  expect(claimed.execution.id).toBe(execution.id);
+  return { id: execution.id, lease: { id: execution.id, token: claimed.execution.leaseToken as string } };
+}
 
 describe('store: executions', () => {
   test('insert with the same idempotency key returns the existing row, also within one batch', async () => {
@@ -45,24 +53,21 @@ describe('store: executions', () => {
   });
 
   test('a completion after a cancel is discarded', async () => {
-    const [{ execution }] = await insertExecutions(t.db, [{ task: 'race', data: null }]);
-    const [claimed] = await claimExecutions(t.db, ['race'], 1, 30000);
-    expect(claimed.execution.id).toBe(execution.id);
-    expect((await cancelExecution(t.db, execution.id)).kind).toBe('cancelled');
-    const landed = await completeExecutions(t.db, [{ id: execution.id, token: claimed.execution.leaseToken as string, output: 1 }]);
+    const { id, lease } = await claimOne('race');
+    expect((await cancelExecution(t.db, id)).kind).toBe('cancelled');
+    const landed = await completeExecutions(t.db, [{ ...lease, output: 1 }]);
     expect(landed.size).toBe(0);
-    expect((await getExecution(t.db, execution.id))?.status).toBe('cancelled');
+    expect((await getExecution(t.db, id))?.status).toBe('cancelled');
   });
 
   test('a cancel that waited for a concurrent write is stamped after that write, not when it began waiting', async () => {
-    const [{ execution }] = await insertExecutions(t.db, [{ task: 'cancel-stamp', data: null }]);
-    const [claimed] = await claimExecutions(t.db, ['cancel-stamp'], 1, 30000);
+    const { id } = await claimOne('cancel-stamp');
     const writer = new pg.Client({ connectionString: t.url });
     await writer.connect();
     try {
       await writer.query('BEGIN');
-      await writer.query('UPDATE stepwise.executions SET steps_completed = steps_completed + 1 WHERE id = $1', [execution.id]);
-      const cancel = cancelExecution(t.db, execution.id);
+      await writer.query('UPDATE stepwise.executions SET steps_completed = steps_completed + 1 WHERE id = $1', [id]);
+      const cancel = cancelExecution(t.db, id);
       await waitUntil(async () => {
         const { rows } = await writer.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`);
         return rows[0].n > 0;
@@ -71,13 +76,12 @@ describe('store: executions', () => {
       const { rows } = await writer.query(
         `INSERT INTO stepwise.steps (execution_id, seq, name, kind, completed, result, started_at, completed_at)
          VALUES ($1, 0, 'a', 'step', true, '1', clock_timestamp(), clock_timestamp()) RETURNING completed_at`,
-        [execution.id],
+        [id],
       );
       await writer.query('COMMIT');
       expect((await cancel).kind).toBe('cancelled');
-      const cancelled = await getExecution(t.db, execution.id);
+      const cancelled = await getExecution(t.db, id);
       expect(cancelled?.leaseToken).toBeNull();
-      expect(claimed.execution.id).toBe(execution.id);
       expect(cancelled?.completedAt?.getTime()).toBeGreaterThanOrEqual((rows[0].completed_at as Date).getTime());
     } finally {
       await writer.end();
@@ -85,29 +89,27 @@ describe('store: executions', () => {
   });
 
   test('a step record sent again after its commit (an answer lost to a connection cut) lands once and reports landed', async () => {
-    const [{ execution }] = await insertExecutions(t.db, [{ task: 'step-retry', data: null }]);
-    const [claimed] = await claimExecutions(t.db, ['step-retry'], 1, 30000);
-    const lease = { id: execution.id, token: claimed.execution.leaseToken as string };
+    const { id, lease } = await claimOne('step-retry');
     const first = { ...lease, seq: 0, name: 'charge', result: { n: 1 }, startedAt: new Date() };
-    expect(await recordStepResults(t.db, [first])).toEqual(new Set([stepKey(execution.id, 0)]));
+    expect(await recordStepResults(t.db, [first])).toEqual(new Set([stepKey(id, 0)]));
     const second = { ...lease, seq: 1, name: 'ship', result: 2, startedAt: new Date() };
     // The retry carries the first step again, in one batch with a new one.
     const landed = await recordStepResults(t.db, [{ ...first, resent: true }, second]);
-    expect(landed).toEqual(new Set([stepKey(execution.id, 0), stepKey(execution.id, 1)]));
-    expect((await loadSteps(t.db, execution.id)).map((s) => [s.seq, s.name, s.result])).toEqual([[0, 'charge', { n: 1 }], [1, 'ship', 2]]);
-    expect((await getExecution(t.db, execution.id))?.stepsCompleted).toBe(2);
+    expect(landed).toEqual(new Set([stepKey(id, 0), stepKey(id, 1)]));
+    expect((await loadSteps(t.db, id)).map((s) => [s.seq, s.name, s.result])).toEqual([[0, 'charge', { n: 1 }], [1, 'ship', 2]]);
+    expect((await getExecution(t.db, id))?.stepsCompleted).toBe(2);
     // A different step at a recorded position is not this attempt's: it does not land.
     expect(await recordStepResults(t.db, [{ ...lease, seq: 0, name: 'other', result: 3, startedAt: new Date(), resent: true }])).toEqual(new Set());
-    expect((await getExecution(t.db, execution.id))?.stepsCompleted).toBe(2);
+    expect((await getExecution(t.db, id))?.stepsCompleted).toBe(2);
   });
 
-  test('completeAndClaim records fenced completions and claims the next due executions in one statement', async () => {
+  test('completeAndClaimBeforeCommit records fenced completions and claims the next due executions in one statement', async () => {
     const ids = (await insertExecutions(t.db, Array.from({ length: 4 }, (_, i) => ({ task: 'fused', data: { i } })))).map((r) => r.execution.id);
     const first = await claimExecutions(t.db, ['fused'], 2, 30000);
     const [a, b] = first;
     // b's lease has expired: it is due again, but completing it in the same statement must not also claim it.
     await t.db.raw(`UPDATE stepwise.executions SET due_at = now() - interval '1 second' WHERE id = ?`, [b.execution.id]);
-    const { completed, claimed } = await completeAndClaim(
+    const { completed, claimed, committed } = await completeAndClaimBeforeCommit(
       t.db,
       [
         // A stale item of the same execution (another lease's token) before the current one.
@@ -119,6 +121,7 @@ describe('store: executions', () => {
       5,
       30000,
     );
+    await committed;
     expect([...completed].sort()).toEqual([a.execution.id, b.execution.id].sort());
     const rest = ids.filter((id) => id !== a.execution.id && id !== b.execution.id).sort();
     expect(claimed.map((c) => c.execution.id).sort()).toEqual(rest);
@@ -126,7 +129,8 @@ describe('store: executions', () => {
     expect(await getExecution(t.db, a.execution.id)).toMatchObject({ status: 'completed', output: 'a', leaseToken: null });
     expect(await getExecution(t.db, b.execution.id)).toMatchObject({ status: 'completed', output: 'b', leaseToken: null });
     // Nothing left due: only completions land.
-    const again = await completeAndClaim(t.db, [{ id: claimed[0].execution.id, token: claimed[0].execution.leaseToken as string, output: 1 }], ['fused'], 5, 30000);
+    const again = await completeAndClaimBeforeCommit(t.db, [{ id: claimed[0].execution.id, token: claimed[0].execution.leaseToken as string, output: 1 }], ['fused'], 5, 30000);
+    await again.committed;
     expect(again.completed).toEqual(new Set([claimed[0].execution.id]));
     expect(again.claimed).toEqual([]);
   });
@@ -179,16 +183,14 @@ describe('store: executions', () => {
   });
 
   test('ten concurrent deliveries of one event: exactly one delivers, and the step holds its payload', async () => {
-    const [{ execution }] = await insertExecutions(t.db, [{ task: 'event-race', data: null }]);
-    const [claimed] = await claimExecutions(t.db, ['event-race'], 1, 30000);
-    const lease = { id: execution.id, token: claimed.execution.leaseToken as string };
+    const { id, lease } = await claimOne('event-race');
     expect(await suspendExecution(t.db, lease, { seq: 0, name: 'go', kind: 'event', eventName: 'go', wakeAt: null })).toBeDefined();
-    const outcomes = await Promise.all(Array.from({ length: 10 }, (_, i) => deliverEvent(t.db, execution.id, 'go', { i })));
+    const outcomes = await Promise.all(Array.from({ length: 10 }, (_, i) => deliverEvent(t.db, id, 'go', { i })));
     const winners = outcomes.filter((o) => o.kind === 'delivered');
     expect(winners).toHaveLength(1);
-    const [step] = await loadSteps(t.db, execution.id);
+    const [step] = await loadSteps(t.db, id);
     expect(step).toMatchObject({ kind: 'event', completed: true });
     expect((step.result as { payload: { i: number } }).payload.i).toBe(outcomes.indexOf(winners[0]));
-    expect(await getExecution(t.db, execution.id)).toMatchObject({ stepsCompleted: 1, waitEventName: null });
+    expect(await getExecution(t.db, id)).toMatchObject({ stepsCompleted: 1, waitEventName: null });
   });
 });
