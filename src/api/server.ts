@@ -4,7 +4,7 @@ import type { Registry } from 'prom-client';
 import type { Config } from '../config';
 import type { Logger } from '../logger';
 import { createMetricsRegistry } from '../metrics';
-import { CHANNEL_CHANGED } from '../store/channels';
+import { CHANNEL_CHANGED, CHANNEL_TASKS } from '../store/channels';
 import type { Db } from '../store/db';
 import { NotificationListener } from '../store/listener';
 import { createApiApp } from './app';
@@ -118,11 +118,13 @@ function listen(server: http.Server, port: number, host: string): Promise<void> 
 export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   const { config, db, log } = deps;
   const registry = deps.registry ?? createMetricsRegistry();
-  const listener = new NotificationListener({ url: deps.databaseUrl, channels: [CHANNEL_CHANGED], log });
+  const listener = new NotificationListener({ url: deps.databaseUrl, channels: [CHANNEL_CHANGED, CHANNEL_TASKS], log });
   const waiters = new ExecutionWaiters({ db, listener, pollIntervalMs: config.http.waitPollIntervalMs, log });
   waiters.start();
   const unmeasure = measureLongPolls(registry, () => waiters.size);
   measureQueue(registry, db);
+  const taskSchemas = new TaskSchemaCache(db);
+  const unfollow = taskSchemas.follow(listener);
   const listening = startListening(listener, log);
   const spec = getSpec();
   const app = createApiApp({
@@ -132,7 +134,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     spec,
     registry,
     waiters,
-    taskSchemas: new TaskSchemaCache(db),
+    taskSchemas,
     scheduler: createScheduler(db),
     reader: createExecutionReader(db),
     routes: {
@@ -147,6 +149,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     await listen(server, config.port, config.host);
   } catch (err) {
     unmeasure();
+    unfollow();
     listening.stop();
     waiters.stop();
     await listener.stop();
@@ -169,6 +172,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
         listening.stop();
         waiters.stop();
         await closeGracefully(server, 5000);
+        unfollow();
         await listener.stop();
       })();
       return closing;

@@ -1,6 +1,8 @@
+import type { EventEmitter } from 'node:events';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { InvalidDataError, TaskNotRegisteredError } from '../errors';
+import { CHANNEL_TASKS } from '../store/channels';
 import type { Db } from '../store/db';
 import { getTask } from '../store/tasks';
 import { toErrorDetails } from './validation';
@@ -17,9 +19,14 @@ interface CacheEntry {
   loadedAt: number;
 }
 
+/** The LISTEN connection, as far as the cache follows it: 'notification', 'connected', 'disconnected'. */
+export type RegistrationFeed = Pick<EventEmitter, 'on' | 'off'> & { readonly isConnected: boolean };
+
 export interface TaskSchemaCacheOptions {
-  /** How long a task row is trusted before it is read again (a worker may re-register new schemas). */
+  /** How long a task row is trusted before it is read again, when no notification would say it changed. */
   ttlMs?: number;
+  /** How long while the followed feed is connected: changes arrive as notifications, this is a safety net. */
+  listeningTtlMs?: number;
   /** Distinct compiled schemas kept; the oldest is dropped past this. */
   maxValidators?: number;
   now?: () => number;
@@ -27,8 +34,11 @@ export interface TaskSchemaCacheOptions {
 
 /**
  * Validators for the schemas workers registered in stepwise.tasks. A task row is read on a miss and
- * again after `ttlMs`, so a task registered a moment ago is usable at once and a changed schema takes
- * effect within seconds. Unknown tasks are not cached: the next request reads again. Compiled
+ * kept; unknown tasks are not cached (the next request reads again), so a task registered a moment
+ * ago is usable at once. A worker that re-registers a task notifies CHANNEL_TASKS, and a cache that
+ * follows the API's LISTEN connection drops the entry when it hears it: the new schema applies from
+ * the next request, and an idle API's first request needs no extra read. Without the connection (or
+ * while it is down: notifications then are lost) an entry is trusted for `ttlMs` only. Compiled
  * validators are cached by the schema's JSON, so re-reading an unchanged row compiles nothing.
  */
 export class TaskSchemaCache {
@@ -36,7 +46,11 @@ export class TaskSchemaCache {
   /** Reads in progress, so a burst of requests for one task on a cold cache costs one query. */
   private readonly loading = new Map<string, Promise<TaskValidators>>();
   private readonly validators = new Map<string, ValidateFunction>();
+  /** Bumped by every invalidation: a read that started before one must not cache what it read. */
+  private generation = 0;
+  private feed: RegistrationFeed | undefined;
   private readonly ttlMs: number;
+  private readonly listeningTtlMs: number;
   private readonly maxValidators: number;
   private readonly now: () => number;
 
@@ -45,23 +59,65 @@ export class TaskSchemaCache {
     options: TaskSchemaCacheOptions = {},
   ) {
     this.ttlMs = options.ttlMs ?? 3000;
+    this.listeningTtlMs = options.listeningTtlMs ?? 300_000;
     this.maxValidators = options.maxValidators ?? 1000;
     this.now = options.now ?? Date.now;
+  }
+
+  /**
+   * Follows a LISTEN connection on CHANNEL_TASKS: a notified task is dropped, and everything is
+   * dropped when the connection comes or goes (what changed while it was down went unheard).
+   * Returns the function that stops following.
+   */
+  follow(feed: RegistrationFeed): () => void {
+    const onNotification = (channel: string, payload: string) => {
+      if (channel === CHANNEL_TASKS) this.invalidate(payload);
+    };
+    const onConnection = () => this.invalidateAll();
+    feed.on('notification', onNotification);
+    feed.on('connected', onConnection);
+    feed.on('disconnected', onConnection);
+    this.feed = feed;
+    this.invalidateAll();
+    return () => {
+      feed.off('notification', onNotification);
+      feed.off('connected', onConnection);
+      feed.off('disconnected', onConnection);
+      if (this.feed === feed) this.feed = undefined;
+      this.invalidateAll();
+    };
+  }
+
+  /** Forgets one task: the next request reads its row again. */
+  invalidate(name: string): void {
+    this.generation += 1;
+    this.tasks.delete(name);
+    this.loading.delete(name);
+  }
+
+  invalidateAll(): void {
+    this.generation += 1;
+    this.tasks.clear();
+    this.loading.clear();
   }
 
   /** The task's validators; throws TaskNotRegisteredError when no worker registered it. */
   async getTask(name: string): Promise<TaskValidators> {
     const cached = this.tasks.get(name);
-    if (cached && this.now() - cached.loadedAt < this.ttlMs) return cached.task;
+    const ttl = this.feed?.isConnected ? this.listeningTtlMs : this.ttlMs;
+    if (cached && this.now() - cached.loadedAt < ttl) return cached.task;
     let loading = this.loading.get(name);
     if (!loading) {
-      loading = this.loadTask(name).finally(() => this.loading.delete(name));
-      this.loading.set(name, loading);
+      const started = this.loadTask(name, this.generation).finally(() => {
+        if (this.loading.get(name) === started) this.loading.delete(name);
+      });
+      this.loading.set(name, started);
+      loading = started;
     }
     return loading;
   }
 
-  private async loadTask(name: string): Promise<TaskValidators> {
+  private async loadTask(name: string, generation: number): Promise<TaskValidators> {
     const row = await getTask(this.db, name);
     if (!row) {
       this.tasks.delete(name);
@@ -77,7 +133,8 @@ export class TaskSchemaCache {
         }),
       ),
     };
-    this.tasks.set(name, { task, loadedAt: this.now() });
+    // Invalidated while the row was read: what was read may predate the change, so it is used once only.
+    if (generation === this.generation) this.tasks.set(name, { task, loadedAt: this.now() });
     return task;
   }
 

@@ -1,3 +1,4 @@
+import { CHANNEL_TASKS } from './channels';
 import { queryRows, type Db } from './db';
 import { toJsonb } from './rows';
 
@@ -29,7 +30,10 @@ export interface TaskRegistration {
   retry: unknown;
 }
 
-/** Records (or refreshes) the tasks a worker serves; the last worker to start defines the schemas. */
+/**
+ * Records (or refreshes) the tasks a worker serves; the last worker to start defines the schemas. API
+ * servers hear of it on CHANNEL_TASKS when it commits and drop the validators they cached.
+ */
 export async function upsertTasks(db: Db, tasks: readonly TaskRegistration[]): Promise<void> {
   if (tasks.length === 0) return;
   await queryRows(
@@ -38,7 +42,8 @@ export async function upsertTasks(db: Db, tasks: readonly TaskRegistration[]): P
      SELECT * , now() FROM unnest(?::text[], ?::jsonb[], ?::jsonb[], ?::jsonb[])
      ON CONFLICT (name) DO UPDATE
        SET data_schema = EXCLUDED.data_schema, event_schemas = EXCLUDED.event_schemas,
-           retry = EXCLUDED.retry, updated_at = now()`,
+           retry = EXCLUDED.retry, updated_at = now()
+     RETURNING pg_notify('${CHANNEL_TASKS}', name) IS NULL AS _n`,
     [
       tasks.map((t) => t.name),
       tasks.map((t) => toJsonb(t.dataSchema ?? null)),
