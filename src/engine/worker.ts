@@ -243,7 +243,8 @@ export class Worker {
     let backoff = 100;
     while (this.state === 'running') {
       // Handlers that finish in the same turn free their slots together: claim once for all of them.
-      await new Promise((resolve) => setImmediate(resolve));
+      // A worker that holds nothing has no slots about to free: it claims at once (the idle pickup).
+      if (this.active.size > 0) await new Promise((resolve) => setImmediate(resolve));
       const free = this.freeSlots();
       // A completion about to be written claims in its own statement (completeAndClaim): no second one.
       if (free <= 0 || this.completions.pending) {
