@@ -66,7 +66,7 @@ export function App({ basePath }: { basePath: string }) {
       </header>
       <main>
         {route.page === 'executions' && <ExecutionsPage filter={route.filter} />}
-        {route.page === 'execution' && <ExecutionPage id={route.id} />}
+        {route.page === 'execution' && <ExecutionPage key={route.id} id={route.id} />}
         {route.page === 'tasks' && <TasksPage />}
       </main>
       {asking && <TokenDialog rejected={token !== undefined} onSubmit={applyToken} onDismiss={() => setAsking(false)} />}

@@ -13,7 +13,12 @@ function eventNames(execution: Execution, task: Task | undefined): string[] {
   return [...new Set([...(awaited ? [awaited] : []), ...declared])];
 }
 
-export function EventForm({ execution, task, onDelivered }: { execution: Execution; task: Task | undefined; onDelivered(): void }) {
+/**
+ * `onDelivered` gets the confirmation to show, and undefined when the operator edits or sends again.
+ * The page shows it, not the form: an execution that finishes at once (its handler resumed and
+ * returned before the page reloaded) takes the form away with it, and the confirmation must stay.
+ */
+export function EventForm({ execution, task, onDelivered }: { execution: Execution; task: Task | undefined; onDelivered(message: string | undefined): void }) {
   const { client } = useApi();
   const names = eventNames(execution, task);
   const [name, setName] = useState(names[0] ?? '');
@@ -22,7 +27,6 @@ export function EventForm({ execution, task, onDelivered }: { execution: Executi
   const [touched, setTouched] = useState(false);
   const [problems, setProblems] = useState<JsonProblem[]>([]);
   const [serverError, setServerError] = useState<unknown>(undefined);
-  const [delivered, setDelivered] = useState<string | undefined>(undefined);
   const [busy, setBusy] = useState(false);
   useAuthPrompt(serverError);
 
@@ -38,14 +42,14 @@ export function EventForm({ execution, task, onDelivered }: { execution: Executi
   const edit = (value: string) => {
     setTouched(true);
     setText(value);
-    setDelivered(undefined);
+    onDelivered(undefined);
     const check = checkJson(value, schema);
     setProblems(check.ok ? [] : check.problems);
   };
   const send = async (e: Event) => {
     e.preventDefault();
     setServerError(undefined);
-    setDelivered(undefined);
+    onDelivered(undefined);
     const check = checkJson(text, schema);
     if (!check.ok) {
       setProblems(check.problems);
@@ -55,9 +59,8 @@ export function EventForm({ execution, task, onDelivered }: { execution: Executi
     setBusy(true);
     try {
       const answer = await client.sendEvent(execution.execution_id, name, check.value);
-      setDelivered(`Delivered “${answer.event_name}”; the execution is ${answer.status}.`);
       setTouched(false);
-      onDelivered();
+      onDelivered(`Delivered “${answer.event_name}”; the execution is ${answer.status}.`);
     } catch (err) {
       setServerError(err);
     } finally {
@@ -99,11 +102,6 @@ export function EventForm({ execution, task, onDelivered }: { execution: Executi
           <button type="submit" class="primary" data-testid="send-event" disabled={busy}>
             Deliver event
           </button>
-          {delivered && (
-            <span class="ok" data-testid="event-delivered">
-              {delivered}
-            </span>
-          )}
         </div>
         <ApiErrorBox error={serverError} testId="event-error" />
       </form>

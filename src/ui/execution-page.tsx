@@ -140,6 +140,7 @@ function Fact({ label, children }: { label: string; children: ComponentChildren 
 export function ExecutionPage({ id }: { id: string }) {
   const { client, autoRefresh } = useApi();
   const [terminal, setTerminal] = useState(false);
+  const [delivered, setDelivered] = useState<string | undefined>(undefined);
   const polled = usePolling<{ execution: Execution; steps: Step[] }>(
     async () => {
       const [execution, steps] = await Promise.all([client.get(id), client.listSteps(id)]);
@@ -221,7 +222,21 @@ export function ExecutionPage({ id }: { id: string }) {
           )}
         </Section>
       </div>
-      {!TERMINAL.has(x.status) && <EventForm execution={x} task={task} onDelivered={polled.reload} />}
+      {!TERMINAL.has(x.status) && (
+        <EventForm
+          execution={x}
+          task={task}
+          onDelivered={(message) => {
+            setDelivered(message);
+            if (message !== undefined) polled.reload();
+          }}
+        />
+      )}
+      {delivered && (
+        <p class="ok" data-testid="event-delivered">
+          {delivered}
+        </p>
+      )}
       <Section title="Timeline" testId="timeline-section">
         <Timeline execution={x} steps={steps} now={now} />
       </Section>

@@ -213,6 +213,9 @@ describe('dashboard in headless Chromium', () => {
     await page.getByTestId('send-event').click();
     await page.getByTestId('event-delivered').waitFor();
     await page.locator('[data-testid="execution-detail"][data-status="completed"]').waitFor({ timeout: 15_000 });
+    // The form is gone with the waiting (the execution finished); the confirmation stays.
+    await expect(page.getByTestId('event-form').count()).resolves.toBe(0);
+    await expect(page.getByTestId('event-delivered').isVisible()).resolves.toBe(true);
     await expect(page.getByTestId('execution-output').textContent()).resolves.toContain('"approved": true');
     const rows = page.getByTestId('timeline-entry');
     await expect(rows.count()).resolves.toBe(3);
