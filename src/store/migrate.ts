@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import * as m001 from './migrations/001-initial';
+import * as m002 from './migrations/002-due-by-task';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -7,7 +8,10 @@ interface Migration {
 }
 
 /** Numbered migrations, listed in code so they work the same from source, from dist and in tests. */
-const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [['001-initial', m001]];
+const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
+  ['001-initial', m001],
+  ['002-due-by-task', m002],
+];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {
   getMigrations: async () => [...MIGRATIONS],

@@ -3,7 +3,7 @@ import { waitUntil } from '../helpers/wait-until';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { cancelExecution, deliverEvent, getExecution, insertExecutions, listExecutions } from '../../src/store/executions';
 import { loadSteps, recordStepResults, stepKey, suspendExecution } from '../../src/store/steps';
-import { claimExecutions, completeAndClaimBeforeCommit, completeExecutions, returnUnstarted, type Lease } from '../../src/store/leases';
+import { claimExecutions, claimStatements, completeAndClaimBeforeCommit, completeExecutions, returnUnstarted, type Lease } from '../../src/store/leases';
 
 let t: TestDatabase;
 beforeAll(async () => {
@@ -50,6 +50,73 @@ describe('store: executions', () => {
     const ids = claims.flat().map((c) => c.execution.id);
     expect(ids).toHaveLength(50);
     expect(new Set(ids).size).toBe(50);
+  });
+
+  test('a claim takes the oldest due executions across the tasks it serves, and reads no row of the tasks it does not', async () => {
+    // Another task's backlog, due before everything else.
+    await insertExecutions(t.db, Array.from({ length: 300 }, (_, i) => ({ task: 'unserved', data: { i } })));
+    const ids: Record<string, string> = {};
+    for (const [name, task] of [['a1', 'served-a'], ['b1', 'served-b'], ['a2', 'served-a'], ['b2', 'served-b']]) {
+      const [{ execution }] = await insertExecutions(t.db, [{ task, data: null }]); // one by one: due in this order
+      ids[name] = execution.id;
+    }
+    // The plan, run and rolled back: no due row of 'unserved' is read and filtered out.
+    const client = new pg.Client({ connectionString: t.url });
+    await client.connect();
+    try {
+      await client.query('BEGIN');
+      const { rows } = await client.query({ text: `EXPLAIN (ANALYZE, FORMAT JSON) ${claimStatements(['served-a', 'served-b']).claimSql}`, values: [3, 30] });
+      await client.query('ROLLBACK');
+      // Summed over the scans that pick due rows (their condition names due_at); the UPDATE's lookup by id is not one.
+      const removed = (node: Record<string, unknown>): number =>
+        (/due_at/.test(`${node['Index Cond'] ?? ''} ${node.Filter ?? ''}`) ? Number(node['Rows Removed by Filter'] ?? 0) : 0) +
+        ((node.Plans as Record<string, unknown>[] | undefined) ?? []).reduce((n, p) => n + removed(p), 0);
+      const plan = (rows[0]['QUERY PLAN'] as [{ Plan: Record<string, unknown> }])[0].Plan;
+      expect(JSON.stringify(plan)).toContain('due_at');
+      expect(removed(plan)).toBe(0);
+    } finally {
+      await client.end();
+    }
+    const claimed = await claimExecutions(t.db, ['served-a', 'served-b'], 3, 30000);
+    expect(claimed.map((c) => c.execution.id).sort()).toEqual([ids.a1, ids.b1, ids.a2].sort());
+    const rest = await claimExecutions(t.db, ['served-a', 'served-b'], 3, 30000);
+    expect(rest.map((c) => c.execution.id)).toEqual([ids.b2]);
+  });
+
+  test('claims keep one generic plan instead of being planned again every time', async () => {
+    const statements = claimStatements(['generic-a', 'generic-b']);
+    const client = new pg.Client({ connectionString: t.url });
+    await client.connect();
+    try {
+      for (let i = 0; i < 8; i++) {
+        await insertExecutions(t.db, [{ task: 'generic-a', data: { i } }]);
+        const { rows } = await client.query({ name: statements.claimName, text: statements.claimSql, values: [4, 30] });
+        expect(rows).toHaveLength(1);
+      }
+      const { rows } = await client.query('SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1', [statements.claimName]);
+      // PostgreSQL plans the first five runs for their values, then keeps the generic plan if it is no dearer.
+      expect(rows[0]).toMatchObject({ custom_plans: 5, generic_plans: 3 });
+    } finally {
+      await client.end();
+    }
+  });
+
+  test('a claim skips rows another claim holds and still fills from the same task', async () => {
+    await insertExecutions(t.db, Array.from({ length: 10 }, (_, i) => ({ task: 'held', data: { i } })));
+    const holder = new pg.Client({ connectionString: t.url });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      const held = await holder.query({ text: claimStatements(['held']).claimSql, values: [4, 30] });
+      expect(held.rows).toHaveLength(4);
+      // The first claim has not committed: its rows are locked, and the next claim takes the 6 others.
+      const other = await claimExecutions(t.db, ['held'], 10, 30000);
+      expect(other).toHaveLength(6);
+      expect(other.map((c) => c.execution.id).filter((id) => held.rows.some((r: { id: string }) => r.id === id))).toEqual([]);
+      await holder.query('COMMIT');
+    } finally {
+      await holder.end();
+    }
   });
 
   test('a completion after a cancel is discarded', async () => {
