@@ -1,5 +1,5 @@
 /** Delivers a named event to a waiting execution, its payload checked in the browser first. */
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import type { Execution, Task } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
 import { ApiErrorBox, JsonEditor, Section } from './components';
@@ -21,27 +21,22 @@ function eventNames(execution: Execution, task: Task | undefined): string[] {
 export function EventForm({ execution, task, onDelivered }: { execution: Execution; task: Task | undefined; onDelivered(message: string | undefined): void }) {
   const { client } = useApi();
   const names = eventNames(execution, task);
-  const [name, setName] = useState(names[0] ?? '');
+  // Derived in render, not set by effects: the form never shows a name or a payload it is about to
+  // replace, so nothing overwrites what the operator has begun to type. Until the operator picks an
+  // event, the form follows the awaited one; until they type, it offers a skeleton from its schema.
+  const [picked, setPicked] = useState<string | undefined>(undefined);
+  const name = picked !== undefined && names.includes(picked) ? picked : (names[0] ?? '');
   const schema = task?.event_schemas?.[name];
-  const [text, setText] = useState('');
-  const [touched, setTouched] = useState(false);
+  const [draft, setDraft] = useState<string | undefined>(undefined);
+  const text = draft ?? formatJson(sampleFromSchema(schema));
   const [problems, setProblems] = useState<JsonProblem[]>([]);
   const [serverError, setServerError] = useState<unknown>(undefined);
   const [busy, setBusy] = useState(false);
   useAuthPrompt(serverError);
 
-  // Follow the awaited event and offer a payload skeleton from its schema until the operator types.
-  useEffect(() => {
-    if (!touched && names[0] && names[0] !== name) setName(names[0]);
-  }, [names[0]]);
-  useEffect(() => {
-    if (!touched) setText(formatJson(sampleFromSchema(schema)));
-  }, [name, schema === undefined]);
-
   if (names.length === 0) return null;
   const edit = (value: string) => {
-    setTouched(true);
-    setText(value);
+    setDraft(value);
     onDelivered(undefined);
     const check = checkJson(value, schema);
     setProblems(check.ok ? [] : check.problems);
@@ -59,7 +54,7 @@ export function EventForm({ execution, task, onDelivered }: { execution: Executi
     setBusy(true);
     try {
       const answer = await client.sendEvent(execution.execution_id, name, check.value);
-      setTouched(false);
+      setDraft(undefined);
       onDelivered(`Delivered “${answer.event_name}”; the execution is ${answer.status}.`);
     } catch (err) {
       setServerError(err);
@@ -76,9 +71,9 @@ export function EventForm({ execution, task, onDelivered }: { execution: Executi
             data-testid="event-name"
             value={name}
             onChange={(e) => {
-              setTouched(false);
+              setPicked(e.currentTarget.value);
+              setDraft(undefined);
               setProblems([]);
-              setName(e.currentTarget.value);
             }}
           >
             {names.map((n) => (

@@ -222,7 +222,8 @@ export function ExecutionPage({ id }: { id: string }) {
           )}
         </Section>
       </div>
-      {!TERMINAL.has(x.status) && (
+      {/* Once the task list has answered: the form's event names and skeleton come from the task. */}
+      {!TERMINAL.has(x.status) && (tasks.data !== undefined || tasks.error !== undefined) && (
         <EventForm
           execution={x}
           task={task}

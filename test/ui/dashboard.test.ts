@@ -193,6 +193,32 @@ describe('dashboard in headless Chromium', () => {
     await expect(rows.nth(1).getAttribute('data-state')).resolves.toBe('waiting');
   });
 
+  it('offers the event form only once the task list has answered, with the skeleton of the awaited event', async () => {
+    // Hold the task list: a form shown before it would name no schema, and replacing its payload when
+    // the schema arrives could clobber what the operator had begun to type.
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const answered: Promise<void>[] = [];
+    await page.route('**/api/v1/tasks', (route) => {
+      const done = held.then(() => route.continue());
+      answered.push(done);
+      return done;
+    });
+    try {
+      await page.reload();
+      await page.getByTestId('wait-info').filter({ hasText: 'Waiting for event “approval”' }).waitFor();
+      await expect(page.getByTestId('event-form').count()).resolves.toBe(0);
+      release();
+      await page.getByTestId('event-form').waitFor();
+      await expect(page.getByTestId('event-payload').inputValue()).resolves.toBe('{\n  "approved": false\n}');
+      await expect(page.getByTestId('event-name').inputValue()).resolves.toBe('approval');
+    } finally {
+      release();
+      await Promise.all(answered);
+      await page.unroute('**/api/v1/tasks');
+    }
+  });
+
   it('checks an event payload against the task schema in the browser and does not send an invalid one', async () => {
     const editor = page.getByTestId('event-payload');
     await editor.fill('{"approved": "yes", "by": 1}');
