@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { newExecutionId } from '../domain/ids';
 import type { ExecutionStatus } from '../domain/status';
 import { preparedRows, queryRows, type Db } from './db';
@@ -99,33 +100,57 @@ export interface ListPage {
 }
 
 /**
- * A page ordered by (created_at, id), so equal timestamps never make pages skip or repeat rows; each
- * filter has an index in that order. Page and total come from one statement, hence one snapshot,
- * in one round trip (an offset past the end still returns the total).
+ * The parts of the table a list reads, each through its own index (see migration 003): running rows
+ * only through the running index, all others through the list indexes, which leave running rows out.
+ * A status is written into the text, never bound, so the planner can prove which partial index serves
+ * it; the status comes from the checked enum, and is escaped all the same.
+ */
+function listParts(filter: Pick<ListFilter, 'status' | 'task'>): Array<{ where: string; bindings: unknown[] }> {
+  const task = filter.task !== undefined ? { sql: ' AND task = ?', bindings: [filter.task] } : { sql: '', bindings: [] };
+  const part = (status: string) => ({ where: `${status}${task.sql}`, bindings: task.bindings });
+  if (filter.status === 'running') return [part("status = 'running'")];
+  if (filter.status) return [part(`status = ${pg.escapeLiteral(filter.status)}`)];
+  return [part("status <> 'running'"), part("status = 'running'")];
+}
+
+/** The statement of listExecutions (exported for the tests that read its plans). */
+export function listStatement(filter: ListFilter): { sql: string; bindings: unknown[] } {
+  const parts = listParts(filter);
+  const dir = filter.order === 'asc' ? 'ASC' : 'DESC';
+  const order = `ORDER BY created_at ${dir}, id ${dir}`;
+  const bindings: unknown[] = [];
+  let from: string;
+  if (parts.length === 1) {
+    from = `stepwise.executions WHERE ${parts[0].where}`;
+    bindings.push(...parts[0].bindings);
+  } else {
+    const ranges = parts.map((p) => {
+      bindings.push(...p.bindings, filter.offset + filter.limit);
+      return `(SELECT * FROM stepwise.executions WHERE ${p.where} ${order} LIMIT ?)`;
+    });
+    from = `(${ranges.join(' UNION ALL ')}) u`;
+  }
+  bindings.push(filter.limit, filter.offset);
+  const counts = parts.map((p) => {
+    bindings.push(...p.bindings);
+    return `(SELECT count(*) FROM stepwise.executions WHERE ${p.where})`;
+  });
+  const sql = `WITH page AS (SELECT * FROM ${from} ${order} LIMIT ? OFFSET ?),
+     total AS (SELECT (${counts.join(' + ')})::bigint AS total)
+     SELECT page.*, total.total FROM total LEFT JOIN page ON true
+      ORDER BY page.created_at ${dir}, page.id ${dir}`;
+  return { sql, bindings };
+}
+
+/**
+ * A page ordered by (created_at, id), so equal timestamps never make pages skip or repeat rows. Each part
+ * of the table (listParts) yields its first offset + limit rows in that order from its index, and the
+ * page is taken from their merge; the total is the sum of the parts' counts. Page and total come from
+ * one statement, hence one snapshot, in one round trip (an offset past the end still returns the total).
  */
 export async function listExecutions(db: Db, filter: ListFilter): Promise<ListPage> {
-  const where: string[] = [];
-  const bindings: unknown[] = [];
-  if (filter.status) {
-    where.push('status = ?');
-    bindings.push(filter.status);
-  }
-  if (filter.task !== undefined) {
-    where.push('task = ?');
-    bindings.push(filter.task);
-  }
-  const whereSql = where.length ? `WHERE ${where.join(' AND ')}` : '';
-  const dir = filter.order === 'asc' ? 'ASC' : 'DESC';
-  const rows = await queryRows<ExecutionRow & { total: number }>(
-    db,
-    `WITH page AS (
-       SELECT * FROM stepwise.executions ${whereSql} ORDER BY created_at ${dir}, id ${dir} LIMIT ? OFFSET ?
-     ),
-     total AS (SELECT count(*)::bigint AS total FROM stepwise.executions ${whereSql})
-     SELECT page.*, total.total FROM total LEFT JOIN page ON true
-      ORDER BY page.created_at ${dir}, page.id ${dir}`,
-    [...bindings, filter.limit, filter.offset, ...bindings],
-  );
+  const { sql, bindings } = listStatement(filter);
+  const rows = await queryRows<ExecutionRow & { total: number }>(db, sql, bindings);
   const total = rows.length > 0 ? Number(rows[0].total) : 0;
   // An empty page still yields one row, with the total and no execution.
   return { items: rows.filter((r) => r.id !== null).map(rowToExecution), total };

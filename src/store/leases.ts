@@ -124,23 +124,30 @@ const toClaimed = (r: ClaimRow): ClaimedExecution => ({
 });
 
 /**
- * The CTEs `due` and `claimed` of a claim. `due` takes the oldest due rows of each task in turn from the
- * (task, due_at) index, skipping rows other claimers hold, and keeps the `limit` oldest of them: the
- * rows of tasks this worker does not serve are never read. Rows a task contributed beyond the kept ones
- * stay locked until this statement's commit and are then free again (only when several of the tasks
- * have work due at once). The outer UPDATE finds the rows by primary key (id = ANY), never by joining
- * the CTE, which the planner would turn into a scan of the whole table. SET expressions read the row's
- * old values. `exclude` is an extra condition on the due rows.
+ * The CTEs `due` and `claimed` of a claim. `due` takes the oldest due rows of each task in turn, skipping
+ * rows other claimers hold, and keeps the `limit` oldest of them: the rows of tasks this worker does not
+ * serve are never read. Each task reads two ranges: pending and waiting rows from the claim's index, and
+ * running rows whose lease expired (takeovers) from the running index (see migration 003); locking is
+ * not allowed on a UNION itself, so each range locks inside its own subquery. Rows read beyond the kept
+ * ones stay locked until this statement's commit and are then free again (only when several ranges have
+ * work due at once). The outer UPDATE finds the rows by primary key (id = ANY), never by joining the
+ * CTE, which the planner would turn into a scan of the whole table. SET expressions read the row's old
+ * values. `exclude` is an extra condition on the due rows.
  */
 function claimCtes(tasks: string, limit: string, leaseSecs: string, exclude: string): string {
+  const range = (status: string) => `SELECT * FROM (
+           SELECT id, status, due_at FROM stepwise.executions
+            WHERE task = t.name AND ${status} AND due_at <= now() AND ${exclude}
+            ORDER BY due_at
+            LIMIT ${limit}
+            FOR UPDATE SKIP LOCKED
+         ) r`;
   return `due AS (
        SELECT d.id, d.status FROM unnest(${tasks}) AS t(name)
        CROSS JOIN LATERAL (
-         SELECT id, status, due_at FROM stepwise.executions
-          WHERE task = t.name AND status IN ('pending','running','waiting') AND due_at <= now() AND ${exclude}
-          ORDER BY due_at
-          LIMIT ${limit}
-          FOR UPDATE SKIP LOCKED
+         ${range("status IN ('pending','waiting')")}
+         UNION ALL
+         ${range("status = 'running'")}
        ) d
        ORDER BY d.due_at
        LIMIT ${limit}

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import * as m001 from './migrations/001-initial';
 import * as m002 from './migrations/002-due-by-task';
+import * as m003 from './migrations/003-running-apart';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -11,6 +12,7 @@ interface Migration {
 const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['001-initial', m001],
   ['002-due-by-task', m002],
+  ['003-running-apart', m003],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {

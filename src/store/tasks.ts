@@ -69,13 +69,17 @@ export async function countExecutionsByTaskAndStatus(db: Db): Promise<Array<{ ta
 }
 
 /**
- * Active executions (pending, running, waiting) per task and status. Cheap: it reads only active rows
- * through the (status, created_at, id) index, however many finished executions the table holds.
+ * Active executions (pending, running, waiting) per task and status. Cheap: it reads only active rows,
+ * pending and waiting ones through the (status, created_at, id) index and running ones through the
+ * running index (see migration 003), however many finished executions the table holds.
  */
 export async function countActiveExecutions(db: Db): Promise<Array<{ task: string; status: string; count: number }>> {
   return queryRows(
     db,
-    `SELECT task, status, count(*)::int AS count FROM stepwise.executions
-      WHERE status IN ('pending','running','waiting') GROUP BY task, status`,
+    `SELECT task, status, count(*)::int AS count FROM (
+       SELECT task, status FROM stepwise.executions WHERE status IN ('pending','waiting')
+       UNION ALL
+       SELECT task, status FROM stepwise.executions WHERE status = 'running'
+     ) a GROUP BY task, status`,
   );
 }

@@ -1,7 +1,9 @@
 import pg from 'pg';
 import { waitUntil } from '../helpers/wait-until';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { cancelExecution, deliverEvent, getExecution, insertExecutions, listExecutions } from '../../src/store/executions';
+import { cancelExecution, deliverEvent, getExecution, insertExecutions, listExecutions, listStatement } from '../../src/store/executions';
+import { countActiveExecutions } from '../../src/store/tasks';
+import type { ExecutionStatus } from '../../src/domain/status';
 import { loadSteps, recordStepResults, stepKey, suspendExecution } from '../../src/store/steps';
 import { claimExecutions, claimStatements, completeAndClaimBeforeCommit, completeExecutions, returnUnstarted, type Lease } from '../../src/store/leases';
 
@@ -99,6 +101,95 @@ describe('store: executions', () => {
     } finally {
       await client.end();
     }
+  });
+
+  test('a claim takes over an expired lease, oldest due first, beside pending executions', async () => {
+    const { id: expired, lease } = await claimOne('takeover');
+    await t.db.raw(`UPDATE stepwise.executions SET due_at = now() - interval '1 second' WHERE id = ?`, [expired]);
+    const [{ execution: fresh }] = await insertExecutions(t.db, [{ task: 'takeover', data: null }]);
+    const [first] = await claimExecutions(t.db, ['takeover'], 1, 30000);
+    expect(first).toMatchObject({ execution: { id: expired }, previousStatus: 'running' });
+    expect(first.execution.leaseToken).not.toBe(lease.token);
+    const [second] = await claimExecutions(t.db, ['takeover'], 1, 30000);
+    expect(second).toMatchObject({ execution: { id: fresh.id }, previousStatus: 'pending' });
+    // Both leases are live now: nothing is due.
+    await expect(claimExecutions(t.db, ['takeover'], 5, 30000)).resolves.toEqual([]);
+  });
+
+  describe('lists, with running executions kept apart from the list indexes', () => {
+    const filters: Array<{ status?: ExecutionStatus; task?: string }> = [
+      {},
+      { task: 'mix-a' },
+      { status: 'running' },
+      { status: 'pending' },
+      { status: 'running', task: 'mix-b' },
+      { status: 'completed', task: 'mix-a' },
+    ];
+
+    beforeAll(async () => {
+      // Twelve executions sharing one created_at (one batch, ties broken by id), then twelve one by one.
+      await insertExecutions(t.db, Array.from({ length: 12 }, (_, i) => ({ task: i % 2 ? 'mix-b' : 'mix-a', data: { i } })));
+      for (let i = 0; i < 12; i++) await insertExecutions(t.db, [{ task: i % 3 ? 'mix-b' : 'mix-a', data: { i } }]);
+      // Running executions among the oldest, some of them finished, and a cancelled one in between.
+      const claimed = await claimExecutions(t.db, ['mix-a', 'mix-b'], 9, 30000);
+      const leases = claimed.map((c) => ({ id: c.execution.id, token: c.execution.leaseToken as string }));
+      await completeExecutions(t.db, [leases[0], leases[3], leases[6]].map((l) => ({ ...l, output: 1 })));
+      expect((await cancelExecution(t.db, leases[4].id)).kind).toBe('cancelled');
+      const late = await claimExecutions(t.db, ['mix-a', 'mix-b'], 2, 30000);
+      expect(late).toHaveLength(2);
+    });
+
+    /** What a list must return, by a plain query over the whole table. */
+    async function expected(filter: { status?: string; task?: string }, order: 'asc' | 'desc'): Promise<string[]> {
+      const dir = order === 'asc' ? 'ASC' : 'DESC';
+      const { rows } = await t.db.raw(
+        `SELECT id FROM stepwise.executions WHERE (?::text IS NULL OR status = ?) AND (?::text IS NULL OR task = ?) ORDER BY created_at ${dir}, id ${dir}`,
+        [filter.status ?? null, filter.status ?? null, filter.task ?? null, filter.task ?? null],
+      );
+      return rows.map((r: { id: string }) => r.id);
+    }
+
+    test.each(filters.flatMap((f) => (['asc', 'desc'] as const).map((order) => ({ ...f, order }))))(
+      'pages through %j in order, running executions in their place, with the total',
+      async ({ order, ...filter }) => {
+        const want = await expected(filter, order);
+        expect(want.length).toBeGreaterThan(filter.status === undefined ? 5 : 1);
+        const limit = filter.task === undefined && filter.status === undefined ? 40 : 3;
+        const seen: string[] = [];
+        for (let offset = 0; ; offset += limit) {
+          const page = await listExecutions(t.db, { ...filter, limit, offset, order });
+          expect(page.total).toBe(want.length);
+          if (page.items.length === 0) break;
+          seen.push(...page.items.map((x) => x.id));
+        }
+        expect(seen).toEqual(want);
+      },
+    );
+
+    test('every list reads through an index, never the whole table', async () => {
+      for (const filter of filters) {
+        const { sql, bindings } = listStatement({ ...filter, limit: 20, offset: 40, order: 'desc' });
+        const plan = await t.db.transaction(async (trx) => {
+          // Only a usable index can win against a sequential scan that is priced out.
+          await trx.raw('SET LOCAL enable_seqscan = off');
+          const { rows } = await trx.raw(`EXPLAIN (FORMAT JSON) ${sql}`, bindings as never);
+          return JSON.stringify(rows[0]['QUERY PLAN']);
+        });
+        expect({ filter, seqScan: plan.includes('Seq Scan') }).toEqual({ filter, seqScan: false });
+      }
+    });
+
+    test('active counts include running executions', async () => {
+      const counts = await countActiveExecutions(t.db);
+      const { rows } = await t.db.raw(
+        `SELECT task, status, count(*)::int AS count FROM stepwise.executions WHERE task LIKE 'mix-%' AND status IN ('pending','running','waiting') GROUP BY task, status`,
+      );
+      const mine = counts.filter((c) => c.task.startsWith('mix-'));
+      expect(mine.sort((a, b) => `${a.task}${a.status}`.localeCompare(`${b.task}${b.status}`))).toEqual(
+        rows.sort((a: { task: string; status: string }, b: { task: string; status: string }) => `${a.task}${a.status}`.localeCompare(`${b.task}${b.status}`)),
+      );
+      expect(mine.some((c) => c.status === 'running' && c.count > 0)).toBe(true);
+    });
   });
 
   test('a claim skips rows another claim holds and still fills from the same task', async () => {
