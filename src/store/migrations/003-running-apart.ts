@@ -7,8 +7,8 @@ import type { Knex } from 'knex';
  * per claim, three of which only a list of running executions read, and those are few (at most the
  * workers' total concurrency). Now a claim writes two: the primary key and `executions_running_idx`,
  * which serves both the takeover of expired leases (by task and lease expiry) and the lists of running
- * executions, which sort those few rows. In a drain of 10,000 no-op executions this made Stepwise
- * about 9 % faster.
+ * executions, which sort those few rows. Draining 10,000 no-op executions ran about 13 % faster for
+ * it (interleaved A/B runs of the peers' harness).
  *
  * The list indexes leave running rows out; listExecutions and countActiveExecutions read them through
  * the running index and merge them in. The claim's index keeps pending and waiting rows only.
