@@ -76,6 +76,8 @@ interface ClaimStatements {
 }
 
 const claimStatementsByTasks = new Map<string, ClaimStatements>();
+/** By the caller's array: a worker passes the same task list to every claim, so it is keyed once. */
+const claimStatementsByArray = new WeakMap<readonly string[], ClaimStatements>();
 
 /**
  * The claim statements of one task list, with the tasks written into the text rather than passed as a
@@ -86,6 +88,8 @@ const claimStatementsByTasks = new Map<string, ClaimStatements>();
  * name derived from the list.
  */
 export function claimStatements(tasks: readonly string[]): ClaimStatements {
+  const known = claimStatementsByArray.get(tasks);
+  if (known) return known;
   const names = [...new Set(tasks)].sort();
   const key = JSON.stringify(names);
   let statements = claimStatementsByTasks.get(key);
@@ -105,6 +109,7 @@ export function claimStatements(tasks: readonly string[]): ClaimStatements {
     };
     claimStatementsByTasks.set(key, statements);
   }
+  claimStatementsByArray.set(tasks, statements);
   return statements;
 }
 
