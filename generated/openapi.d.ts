@@ -24,9 +24,11 @@ export interface paths {
          *     (`invalid_data`), then whether the task is registered (`task_not_registered`), then `data`
          *     against the task's schema (`invalid_data` with `details`).
          *
-         *     With an `idempotency_key`, at most one execution ever exists for that key, even under
-         *     concurrent identical requests: a repeat with the same task answers 200 with the existing
-         *     execution (its current status), and a repeat with another task answers 409.
+         *     With an `idempotency_key`, at most one execution exists for that key, even under concurrent
+         *     identical requests: a repeat with the same task answers 200 with the existing execution (its
+         *     current status), and a repeat with another task answers 409. The key is held for as long as
+         *     its execution is kept: once a finished execution is deleted after the retention period, the
+         *     key schedules a new one.
          */
         post: operations["scheduleExecution"];
         delete?: never;
@@ -153,7 +155,7 @@ export interface paths {
         };
         /**
          * List registered tasks
-         * @description Every task a worker registered, with its schemas and its executions counted by status (for dashboards).
+         * @description Every task a worker registered, with its schemas and its executions counted by status (for dashboards); finished executions count until they are deleted after the retention period.
          */
         get: operations["listTasks"];
         put?: never;
@@ -284,7 +286,7 @@ export interface components {
             task: components["schemas"]["TaskName"];
             /** @description The task's input; any JSON value, checked against the task's schema. Omitted means null. */
             data?: unknown;
-            /** @description At most one execution ever exists per key; a repeat returns it instead of creating another. */
+            /** @description At most one execution exists per key; a repeat returns it instead of creating another. The key is free again once its execution, finished, is deleted after the retention period. */
             idempotency_key?: string;
         };
         /** @description Cancel takes no options; only an empty object is accepted. */
@@ -595,7 +597,7 @@ export interface components {
                 "application/json": components["schemas"]["UnauthorizedError"];
             };
         };
-        /** @description No execution has this id, or the id is not a valid id (`execution_not_found`). */
+        /** @description No execution has this id (none ever had, or it finished longer ago than the retention period and was deleted), or the id is not a valid id (`execution_not_found`). */
         ExecutionNotFound: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];

@@ -1,8 +1,8 @@
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { ConfigError, loadConfig, type Config } from './config';
+import { ConfigError, keepFinishedMs, loadConfig, parseRetention, type Config } from './config';
 import { createLogger } from './logger';
-import { EXAMPLE_TASKS_FILE, runMigrations, startStepwise, stopOnSignals, StartupError } from './main';
+import { EXAMPLE_TASKS_FILE, pruneNow, runMigrations, startStepwise, stopOnSignals, StartupError } from './main';
 
 function parsePort(value: string): number {
   const n = Number(value);
@@ -104,6 +104,22 @@ export function buildProgram(): Command {
       const log = createLogger({ level: config.logLevel });
       const applied = await runMigrations(config, log);
       log.info({ applied }, applied.length ? 'migrations applied' : 'database is up to date');
+    });
+
+  program
+    .command('prune')
+    .description('delete finished executions (completed, failed, cancelled) older than the retention period now, and exit (needs DATABASE_URL)')
+    .option('--older-than <duration>', "finished longer ago than this, e.g. '7d' (default: the configured retention, STEPWISE_RETENTION)")
+    .addOption(configOption())
+    .action(async (flags: CommonFlags & { olderThan?: string }) => {
+      const config = configFrom(flags);
+      const log = createLogger({ level: config.logLevel });
+      const olderThanMs = flags.olderThan !== undefined ? parseRetention(flags.olderThan, '--older-than') : keepFinishedMs(config);
+      if (olderThanMs === undefined) {
+        throw new ConfigError(flags.olderThan !== undefined ? '--older-than must be a duration such as 7d' : "retention is 'forever': say how old with --older-than");
+      }
+      const deleted = await pruneNow(config, olderThanMs, log);
+      process.stdout.write(`deleted ${deleted} finished execution${deleted === 1 ? '' : 's'}\n`);
     });
 
   return program;

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Type, type Static } from '@sinclair/typebox';
 import { Ajv2020 } from 'ajv/dist/2020';
+import { parseDuration } from './domain/duration';
 
 /**
  * Everything configurable, with defaults. The file (`stepwise.config.json`, or `--config`) is checked
@@ -47,6 +48,16 @@ export const ConfigSchema = Type.Object(
       },
       { default: {}, additionalProperties: false },
     ),
+    retention: Type.Object(
+      {
+        keepFinished: Type.String({
+          default: '30d',
+          description: "how long finished executions (completed, failed, cancelled) are kept before workers delete them: a duration of at least a minute ('30d', '12h'), or 'forever'",
+        }),
+        sweepIntervalMs: Type.Integer({ minimum: 1000, default: 60000, description: 'time between the deletion sweeps of each worker process' }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
   },
   { additionalProperties: false },
 );
@@ -71,7 +82,33 @@ const ENV_MAP: ReadonlyArray<readonly [string, string, 'string' | 'int' | 'list'
   ['STEPWISE_POLL_INTERVAL_MS', 'worker.pollIntervalMs', 'int'],
   ['STEPWISE_SHUTDOWN_GRACE_MS', 'worker.shutdownGraceMs', 'int'],
   ['STEPWISE_METRICS_PORT', 'worker.metricsPort', 'int'],
+  ['STEPWISE_RETENTION', 'retention.keepFinished', 'string'],
+  ['STEPWISE_RETENTION_SWEEP_MS', 'retention.sweepIntervalMs', 'int'],
 ];
+
+/** The shortest retention: a long-poll answered at completion must still find its execution. */
+const MIN_RETENTION_MS = 60_000;
+
+/**
+ * How long finished executions are kept, in milliseconds, or undefined for 'forever'. Throws a
+ * ConfigError naming `what` when the value is neither.
+ */
+export function parseRetention(value: string, what = 'retention.keepFinished'): number | undefined {
+  if (value.trim().toLowerCase() === 'forever') return undefined;
+  let result: number;
+  try {
+    result = parseDuration(/^\d+$/.test(value.trim()) ? Number(value) : value.trim());
+  } catch {
+    throw new ConfigError(`${what} must be a duration such as '30d' or '12h', or 'forever'; got ${JSON.stringify(value)}`);
+  }
+  if (result < MIN_RETENTION_MS) throw new ConfigError(`${what} must be at least a minute (or 'forever'); got ${JSON.stringify(value)}`);
+  return result;
+}
+
+/** The retention period of `config` in milliseconds, or undefined when finished executions are kept forever. */
+export function keepFinishedMs(config: Readonly<Config>): number | undefined {
+  return parseRetention(config.retention.keepFinished);
+}
 
 export class ConfigError extends Error {}
 
@@ -135,6 +172,7 @@ export function loadConfig(options: LoadConfigOptions = {}): Readonly<Config> {
     throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   }
   const config = raw as Config;
+  parseRetention(config.retention.keepFinished, env.STEPWISE_RETENTION ? 'STEPWISE_RETENTION' : 'retention.keepFinished');
   config.basePath = config.basePath.replace(/\/+$/, '');
   return deepFreeze(config);
 }

@@ -16,4 +16,6 @@ export type { Duration } from './domain/duration';
 export type { RetryPolicy } from './domain/retry';
 export { Worker } from './engine/worker';
 export type { WorkerOptions, WorkerObserver } from './engine/worker';
+export { RetentionSweeper } from './engine/retention';
+export type { RetentionSweeperOptions } from './engine/retention';
 export { loadTasksModule } from './engine/registry';

@@ -1,15 +1,16 @@
 import path from 'node:path';
 import closeWithGrace from 'close-with-grace';
-import type { Config } from './config';
+import { keepFinishedMs, type Config } from './config';
 import { createLogger, type Logger } from './logger';
 import { createDb, type Db } from './store/db';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './store/embedded';
 import { isMigrated, migrateLatest } from './store/migrate';
 import { Worker } from './engine/worker';
+import { RetentionSweeper } from './engine/retention';
 import { loadTasksModule } from './engine/registry';
 import type { TaskDefinition } from './engine/task';
 import { createMetricsRegistry } from './metrics';
-import { observeWorker, serveMetrics } from './worker-metrics';
+import { observeRetention, observeWorker, serveMetrics } from './worker-metrics';
 
 /** The bundled example tasks, loaded by `stepwise dev` without --tasks. */
 export const EXAMPLE_TASKS_FILE = path.join(__dirname, '..', 'examples', 'index.ts');
@@ -127,6 +128,12 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
       await worker.start();
       const w = worker;
       stops.push(() => w.stop());
+      const retentionMs = keepFinishedMs(config);
+      if (retentionMs !== undefined) {
+        const sweeper = new RetentionSweeper({ db, log, keepFinishedMs: retentionMs, intervalMs: config.retention.sweepIntervalMs, onDeleted: observeRetention(registry) });
+        sweeper.start();
+        stops.push(() => sweeper.stop());
+      }
       if (!options.api && config.worker.metricsPort !== undefined) {
         const metrics = await serveMetrics(registry, config.host, config.worker.metricsPort);
         log.info({ url: metrics.url }, 'worker metrics listening');
@@ -146,6 +153,21 @@ export async function runMigrations(config: Readonly<Config>, log: Logger): Prom
   const db = await connect(config.databaseUrl, config, log);
   try {
     return await migrateLatest(db);
+  } finally {
+    await db.destroy();
+  }
+}
+
+/**
+ * Deletes the finished executions older than `olderThanMs` now, in batches, and returns how many
+ * (`stepwise prune`: for a first clean-up, or for deployments that keep executions forever otherwise).
+ */
+export async function pruneNow(config: Readonly<Config>, olderThanMs: number, log: Logger): Promise<number> {
+  if (!config.databaseUrl) throw new StartupError('DATABASE_URL is not set');
+  const db = await connect(config.databaseUrl, config, log);
+  try {
+    if (!(await isMigrated(db))) throw new StartupError('the database has pending migrations: run `stepwise migrate` first');
+    return await new RetentionSweeper({ db, log, keepFinishedMs: olderThanMs }).sweep();
   } finally {
     await db.destroy();
   }

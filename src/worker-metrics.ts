@@ -60,6 +60,12 @@ export function observeWorker(registry: Registry): WorkerObserver {
   };
 }
 
+/** Counts the executions the retention sweeper deleted; returns its `onDeleted` callback. */
+export function observeRetention(registry: Registry): (count: number) => void {
+  const deleted = new Counter({ name: 'stepwise_executions_deleted_total', help: 'Finished executions deleted past the retention period', registers: [registry] });
+  return (count) => deleted.inc(count);
+}
+
 /** Serves GET /metrics for a worker-only process (an API process serves it on its own port). */
 export async function serveMetrics(registry: Registry, host: string, port: number): Promise<{ url: string; close: () => Promise<void> }> {
   const server = http.createServer((req, res) => {

@@ -38,8 +38,28 @@ function toScheduledRecord(row: ScheduledRow): ScheduledRecord {
  * wakes the workers from RETURNING. pg_notify runs per row but Postgres folds identical notifications
  * within a transaction, so workers hear one per distinct task; measured, this is cheaper than a CTE
  * that notifies once per DISTINCT task.
+ *
+ * The read-back is a second statement, so the row that held a key can be gone by then: a retention
+ * sweep deleted it (only finished executions are deleted, and their keys are free again). Such items
+ * are inserted again, as if they had come a moment later.
  */
 export async function insertExecutions(db: Db, items: readonly NewExecution[]): Promise<ScheduleResult[]> {
+  const results: Array<ScheduleResult | undefined> = new Array(items.length);
+  let todo = items.map((_, i) => i);
+  for (let round = 0; todo.length > 0; round++) {
+    if (round === 3) throw new Error('idempotent insert found neither a new nor an existing row, three times');
+    const batch = todo.map((i) => items[i]);
+    const found = await insertOnce(db, batch);
+    todo = todo.filter((itemIndex, j) => {
+      results[itemIndex] = found[j];
+      return found[j] === undefined;
+    });
+  }
+  return results as ScheduleResult[];
+}
+
+/** One round of insertExecutions: undefined for an item whose key's row was deleted before the read-back. */
+async function insertOnce(db: Db, items: readonly NewExecution[]): Promise<Array<ScheduleResult | undefined>> {
   const ids = items.map(() => newExecutionId());
   const inserted = await preparedRows<ScheduledRow>(
     db,
@@ -69,7 +89,10 @@ export async function insertExecutions(db: Db, items: readonly NewExecution[]): 
     const row = byId.get(ids[i]);
     if (row) return { execution: toScheduledRecord(row), created: true };
     const prior = item.idempotencyKey === undefined ? undefined : existing.get(item.idempotencyKey);
-    if (!prior) throw new Error('idempotent insert found neither a new nor an existing row');
+    if (!prior) {
+      if (item.idempotencyKey === undefined) throw new Error('an insert without an idempotency key returned no row');
+      return undefined;
+    }
     return { execution: toScheduledRecord(prior), created: false };
   });
 }

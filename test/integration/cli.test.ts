@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
+import { queryRows } from '../../src/store/db';
 import { getExecution, insertExecutions } from '../../src/store/executions';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { waitUntil } from '../helpers/wait-until';
@@ -46,7 +47,7 @@ afterAll(async () => {
 });
 
 describe('stepwise command line', () => {
-  test.each(['dev', 'serve', 'worker', 'migrate'])('%s --help prints its usage and exits 0', async (command) => {
+  test.each(['dev', 'serve', 'worker', 'migrate', 'prune'])('%s --help prints its usage and exits 0', async (command) => {
     const r = await stepwise([command, '--help']);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain(`Usage: stepwise ${command}`);
@@ -131,15 +132,37 @@ describe('stepwise command line', () => {
   });
 });
 
-describe('stepwise worker metrics', () => {
-  test('a worker-only process serves /metrics on STEPWISE_METRICS_PORT', async () => {
+/** An execution put straight into `status`, finished `daysAgo` days ago. */
+async function finishedExecution(task: string, status: string, daysAgo: number): Promise<string> {
+  const [{ execution }] = await insertExecutions(t.db, [{ task, data: null }]);
+  await queryRows(t.db, `UPDATE stepwise.executions SET status = ?, created_at = now() - make_interval(days => ?), completed_at = now() - make_interval(days => ?), due_at = NULL WHERE id = ?`, [
+    status,
+    daysAgo,
+    daysAgo,
+    execution.id,
+  ]);
+  return execution.id;
+}
+
+describe('stepwise worker metrics and retention', () => {
+  test('a worker-only process serves /metrics on STEPWISE_METRICS_PORT, and deletes finished executions past STEPWISE_RETENTION', async () => {
     const probe = net.createServer();
     await new Promise<void>((r) => probe.listen(0, '127.0.0.1', () => r()));
     const port = (probe.address() as net.AddressInfo).port;
     await new Promise((r) => probe.close(r));
+    const old = await finishedExecution('retention-cli', 'completed', 3);
+    const recent = await finishedExecution('retention-cli', 'completed', 1);
     const child = spawn(process.execPath, [BIN, 'worker', '--tasks', 'test/fixtures/tasks-cjs.js'], {
       cwd: ROOT,
-      env: { ...process.env, STEPWISE_FROM_SOURCE: '1', LOG_LEVEL: 'warn', DATABASE_URL: t.url, STEPWISE_METRICS_PORT: String(port) },
+      env: {
+        ...process.env,
+        STEPWISE_FROM_SOURCE: '1',
+        LOG_LEVEL: 'warn',
+        DATABASE_URL: t.url,
+        STEPWISE_METRICS_PORT: String(port),
+        STEPWISE_RETENTION: '2d',
+        STEPWISE_RETENTION_SWEEP_MS: '1000',
+      },
       stdio: 'ignore',
     });
     const exited = new Promise<number | null>((r) => child.once('exit', r));
@@ -150,10 +173,47 @@ describe('stepwise worker metrics', () => {
       }, 'the metrics endpoint', 20000);
       expect(text).toContain('stepwise_worker_slots');
       expect(text).toContain('stepwise_lease_takeovers_total');
+      await waitUntil(async () => (await getExecution(t.db, old)) === undefined, 'the worker to delete the old execution', 10000);
+      expect(await getExecution(t.db, recent)).toBeDefined();
+      const after = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      expect(after).toMatch(/^stepwise_executions_deleted_total 1$/m);
     } finally {
       child.kill('SIGTERM');
       expect(await exited).toBe(0);
     }
+  });
+});
+
+describe('stepwise prune', () => {
+  test('deletes the finished executions older than --older-than, and only those', async () => {
+    const old = [await finishedExecution('prune-cli', 'completed', 10), await finishedExecution('prune-cli', 'cancelled', 9)];
+    const recent = await finishedExecution('prune-cli', 'failed', 2);
+    const r = await stepwise(['prune', '--older-than', '7d'], { DATABASE_URL: t.url });
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe('deleted 2 finished executions\n');
+    expect(await getExecution(t.db, old[0])).toBeUndefined();
+    expect(await getExecution(t.db, old[1])).toBeUndefined();
+    expect(await getExecution(t.db, recent)).toBeDefined();
+  });
+
+  test('uses the configured retention without --older-than', async () => {
+    const old = await finishedExecution('prune-cli-config', 'completed', 5);
+    const r = await stepwise(['prune'], { DATABASE_URL: t.url, STEPWISE_RETENTION: '4d' });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe('deleted 1 finished execution\n');
+    expect(await getExecution(t.db, old)).toBeUndefined();
+  });
+
+  test.each([
+    [['prune', '--older-than', 'soon'], {}, "--older-than must be a duration such as '30d' or '12h', or 'forever'; got \"soon\""],
+    [['prune', '--older-than', 'forever'], {}, '--older-than must be a duration such as 7d'],
+    [['prune'], { STEPWISE_RETENTION: 'forever' }, "retention is 'forever': say how old with --older-than"],
+    [['serve'], { STEPWISE_RETENTION: '10s' }, "STEPWISE_RETENTION must be at least a minute (or 'forever'); got \"10s\""],
+  ])('%j with %j is a one-line error', async (args, env, message) => {
+    const r = await stepwise(args, { DATABASE_URL: t.url, ...env });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(`stepwise: ${message}\n`);
   });
 });
 

@@ -1,7 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ConfigError, loadConfig } from '../../src/config';
+import { ConfigError, keepFinishedMs, loadConfig } from '../../src/config';
 
 function file(content: unknown): string {
   const p = path.join(mkdtempSync(path.join(os.tmpdir(), 'sw-config-')), 'stepwise.config.json');
@@ -26,5 +26,16 @@ describe('configuration', () => {
     expect(() => loadConfig({ env: { PORT: 'eighty' } })).toThrow(ConfigError);
     expect(() => loadConfig({ file: file('{not json'), env: {} })).toThrow(/is not valid JSON/);
     expect(() => loadConfig({ file: '/nonexistent/stepwise.config.json', env: {} })).toThrow(/does not exist/);
+  });
+
+  test('retention: 30 days by default, any duration of a minute or more, or forever', () => {
+    expect(keepFinishedMs(loadConfig({ env: {} }))).toBe(30 * 86_400_000);
+    expect(keepFinishedMs(loadConfig({ env: { STEPWISE_RETENTION: '12h' } }))).toBe(12 * 3_600_000);
+    expect(keepFinishedMs(loadConfig({ file: file({ retention: { keepFinished: '90 days' } }), env: {} }))).toBe(90 * 86_400_000);
+    expect(keepFinishedMs(loadConfig({ env: { STEPWISE_RETENTION: 'forever' } }))).toBeUndefined();
+    expect(loadConfig({ env: { STEPWISE_RETENTION_SWEEP_MS: '5000' } }).retention.sweepIntervalMs).toBe(5000);
+    expect(() => loadConfig({ env: { STEPWISE_RETENTION: 'a while' } })).toThrow(/^STEPWISE_RETENTION must be a duration such as '30d'/);
+    expect(() => loadConfig({ file: file({ retention: { keepFinished: '59s' } }), env: {} })).toThrow(/^retention.keepFinished must be at least a minute/);
+    expect(() => loadConfig({ env: { STEPWISE_RETENTION_SWEEP_MS: '10' } })).toThrow(/\/retention\/sweepIntervalMs must be >= 1000/);
   });
 });

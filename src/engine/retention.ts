@@ -1,0 +1,89 @@
+import ms from 'ms';
+import { isDatabaseUnavailable } from '../errors';
+import type { Logger } from '../logger';
+import type { Db } from '../store/db';
+import { deleteFinishedExecutions } from '../store/retention';
+
+export interface RetentionSweeperOptions {
+  db: Db;
+  log: Logger;
+  /** Finished executions are deleted once they finished longer ago than this. */
+  keepFinishedMs: number;
+  /** Time between sweeps (default one minute); the first comes after a random part of it. */
+  intervalMs?: number;
+  /** Rows per DELETE (default 1000): each batch is its own short transaction. */
+  batchSize?: number;
+  /** Called with the number of executions each batch deleted. */
+  onDeleted?: (count: number) => void;
+  now?: () => number;
+}
+
+/**
+ * Deletes finished executions (completed, failed, cancelled) past the retention period, with their
+ * steps, so the table holds what is active plus a bounded history. Every worker process runs one;
+ * their batches skip each other's rows, so more workers only share the work. A sweep deletes batch
+ * after batch until one comes back short, then waits for the next interval; a database error ends the
+ * sweep and the next one tries again.
+ */
+export class RetentionSweeper {
+  private readonly intervalMs: number;
+  private readonly batchSize: number;
+  private readonly now: () => number;
+  private timer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<number> | undefined;
+  private stopped = false;
+
+  constructor(private readonly options: RetentionSweeperOptions) {
+    this.intervalMs = options.intervalMs ?? 60_000;
+    this.batchSize = options.batchSize ?? 1000;
+    this.now = options.now ?? Date.now;
+  }
+
+  start(): void {
+    if (this.stopped || this.timer) return;
+    // Spread out, so workers started together do not sweep in step.
+    this.arm(Math.floor(Math.random() * Math.min(this.intervalMs, 10_000)));
+  }
+
+  /** Stops sweeping; resolves once a sweep in progress has finished its current batch. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.sweeping;
+  }
+
+  /** One sweep now: deletes batches until none is left; resolves with how many it deleted. */
+  sweep(): Promise<number> {
+    this.sweeping ??= this.deleteAll().finally(() => (this.sweeping = undefined));
+    return this.sweeping;
+  }
+
+  private arm(delayMs: number): void {
+    this.timer = setTimeout(() => {
+      void this.sweep().finally(() => {
+        if (!this.stopped) this.arm(this.intervalMs);
+      });
+    }, delayMs);
+    this.timer.unref();
+  }
+
+  private async deleteAll(): Promise<number> {
+    const { db, log, keepFinishedMs, onDeleted } = this.options;
+    const cutoff = new Date(this.now() - keepFinishedMs);
+    let total = 0;
+    try {
+      for (;;) {
+        const deleted = await deleteFinishedExecutions(db, cutoff, this.batchSize);
+        total += deleted;
+        if (deleted > 0) onDeleted?.(deleted);
+        if (deleted < this.batchSize || this.stopped) break;
+      }
+    } catch (err) {
+      const level = isDatabaseUnavailable(err) ? 'warn' : 'error';
+      log[level]({ err: (err as Error).message, deleted: total }, 'retention sweep failed; the next one will try again');
+      return total;
+    }
+    if (total > 0) log.info({ deleted: total, finishedBefore: cutoff.toISOString(), keepFinished: ms(keepFinishedMs, { long: true }) }, 'deleted finished executions past retention');
+    return total;
+  }
+}
