@@ -155,7 +155,12 @@ export interface paths {
         };
         /**
          * List registered tasks
-         * @description Every task a worker registered, with its schemas and its executions counted by status (for dashboards); finished executions count until they are deleted after the retention period.
+         * @description Every task a worker registered, with its schemas and its executions counted by status (for
+         *     dashboards). Pending, running and waiting executions are counted exactly on every request, and
+         *     so are completed, failed and cancelled ones (kept until the retention period deletes them)
+         *     while counting them takes under 50 ms. Past that, each API server serves its last count of
+         *     those and recounts in the background, every 2 seconds or every twenty times as long as a count
+         *     takes, whichever is longer, so they may lag by that much.
          */
         get: operations["listTasks"];
         put?: never;
@@ -411,7 +416,7 @@ export interface components {
             /** @description The steps in call order. */
             items: components["schemas"]["Step"][];
         };
-        /** @description A task's executions counted by status. */
+        /** @description A task's executions counted by status (on a large history, the finished statuses may lag; see listTasks). */
         TaskCounts: {
             /** @description Executions pending. */
             pending: number;

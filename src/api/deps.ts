@@ -6,6 +6,7 @@ import type { GroupCommitter } from '../group-commit';
 import type { NewExecution, ScheduleResult } from '../store/executions';
 import type { ExecutionRecord } from '../store/rows';
 import type { ExecutionWaiters } from './execution-waiters';
+import type { FinishedCounts } from './finished-counts';
 import type { CompiledSpec } from './spec';
 import type { TaskSchemaCache } from './task-schemas';
 import type { RouteOptions } from './typed';
@@ -24,4 +25,6 @@ export interface ApiDeps {
   scheduler: GroupCommitter<NewExecution, ScheduleResult>;
   /** Reads of single executions that arrive together share one query (see createExecutionReader). */
   reader: GroupCommitter<string, ExecutionRecord | undefined>;
+  /** Finished executions per task and status, recounted in the background (see FinishedCounts). */
+  finishedCounts: FinishedCounts;
 }

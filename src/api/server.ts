@@ -16,6 +16,8 @@ import { getSpec } from './spec';
 import { TaskSchemaCache } from './task-schemas';
 import { createScheduler } from './scheduler';
 import { createExecutionReader } from './execution-reader';
+import { FinishedCounts } from './finished-counts';
+import { countFinishedExecutions } from '../store/tasks';
 
 export interface ApiServerDeps {
   config: Readonly<Config>;
@@ -127,6 +129,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   const unfollow = taskSchemas.follow(listener);
   const listening = startListening(listener, log);
   const spec = getSpec();
+  const finishedCounts = new FinishedCounts({ load: () => countFinishedExecutions(db), log });
   const app = createApiApp({
     config,
     db,
@@ -137,6 +140,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     taskSchemas,
     scheduler: createScheduler(db),
     reader: createExecutionReader(db),
+    finishedCounts,
     routes: {
       spec,
       authenticate: requireBearerToken(config.auth.tokens),
@@ -172,6 +176,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
         listening.stop();
         waiters.stop();
         await closeGracefully(server, 5000);
+        await finishedCounts.pending?.catch(() => undefined);
         unfollow();
         await listener.stop();
       })();

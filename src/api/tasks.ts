@@ -1,5 +1,5 @@
 import type Router from '@koa/router';
-import { countExecutionsByTaskAndStatus, listTasks } from '../store/tasks';
+import { countActiveExecutions, listTasks } from '../store/tasks';
 import type { ApiDeps } from './deps';
 import { toTask } from './representations';
 import type { ApiState } from './state';
@@ -8,9 +8,10 @@ import { addOperation } from './typed';
 /** The task registry, for dashboards. */
 export function addTaskRoutes(router: Router<ApiState>, deps: ApiDeps): void {
   addOperation(router, deps.routes, 'listTasks', async () => {
-    const [tasks, counts] = await Promise.all([listTasks(deps.db), countExecutionsByTaskAndStatus(deps.db)]);
+    // Active counts are read exactly (cheap: active rows only); finished ones come from the last recount.
+    const [tasks, active, finished] = await Promise.all([listTasks(deps.db), countActiveExecutions(deps.db), deps.finishedCounts.get()]);
     const byTask = new Map<string, Map<string, number>>();
-    for (const c of counts) {
+    for (const c of [...active, ...finished]) {
       if (!byTask.has(c.task)) byTask.set(c.task, new Map());
       byTask.get(c.task)?.set(c.status, c.count);
     }

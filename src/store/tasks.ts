@@ -63,9 +63,19 @@ export async function listTasks(db: Db): Promise<TaskRecord[]> {
   return rows.map(rowToTask);
 }
 
-/** Executions per task and status, for the task overview and metrics. */
-export async function countExecutionsByTaskAndStatus(db: Db): Promise<Array<{ task: string; status: string; count: number }>> {
-  return queryRows(db, 'SELECT task, status, count(*)::int AS count FROM stepwise.executions GROUP BY task, status ORDER BY task, status');
+export interface StatusCount {
+  task: string;
+  status: string;
+  count: number;
+}
+
+/**
+ * Finished executions (completed, failed, cancelled) per task and status. This reads every finished
+ * row the retention period keeps, so its cost grows with the history: the API recounts it in the
+ * background and serves the last count (see FinishedCounts).
+ */
+export async function countFinishedExecutions(db: Db): Promise<StatusCount[]> {
+  return queryRows(db, "SELECT task, status, count(*)::int AS count FROM stepwise.executions WHERE status IN ('completed','failed','cancelled') GROUP BY task, status");
 }
 
 /**
@@ -73,7 +83,7 @@ export async function countExecutionsByTaskAndStatus(db: Db): Promise<Array<{ ta
  * pending and waiting ones through the (status, created_at, id) index and running ones through the
  * running index (see migration 003), however many finished executions the table holds.
  */
-export async function countActiveExecutions(db: Db): Promise<Array<{ task: string; status: string; count: number }>> {
+export async function countActiveExecutions(db: Db): Promise<StatusCount[]> {
   return queryRows(
     db,
     `SELECT task, status, count(*)::int AS count FROM (
