@@ -39,7 +39,7 @@ export const ConfigSchema = Type.Object(
     worker: Type.Object(
       {
         concurrency: Type.Integer({ minimum: 1, default: 32 }),
-        prefetch: Type.Optional(Type.Integer({ minimum: 0, description: 'executions claimed ahead of free slots (default: twice the concurrency)' })),
+        prefetch: Type.Optional(Type.Integer({ minimum: 0, description: 'executions claimed ahead of free slots (default: automatic, 2 to 8 times the concurrency, by how fast the worker starts handlers)' })),
         prefetchHoldMs: Type.Integer({ minimum: 50, default: 1000, description: 'a prefetched execution not started within this time goes back to the queue' }),
         leaseMs: Type.Integer({ minimum: 500, default: 30000 }),
         pollIntervalMs: Type.Integer({ minimum: 50, default: 1000 }),

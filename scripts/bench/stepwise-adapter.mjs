@@ -119,7 +119,7 @@ export function make() {
     supports: { bulk: false, steps: true },
     settings: {
       schedule: 'HTTP POST /api/v1/executions to a separate `stepwise serve` process (keep-alive); concurrent requests share one INSERT (group commit)',
-      worker: `Worker concurrency 32, prefetch 64 (default: 2 x concurrency), pool ${WORKER_POOL}; batched claims (FOR UPDATE SKIP LOCKED), completions group-committed with the next claim in one statement, group-committed step records; SDK loaded with the adapter, before t_start`,
+      worker: `Worker concurrency 32, automatic prefetch (default: what it starts in 20 ms, 2-8 x concurrency), pool ${WORKER_POOL}; batched claims (FOR UPDATE SKIP LOCKED), completions group-committed with the next claim in one statement, group-committed step records; SDK loaded with the adapter, before t_start`,
       apiPool: API_POOL,
       wakeup: 'LISTEN/NOTIFY, 1 s poll fallback',
       durability: 'synchronous_commit on (server default); every step result committed before the handler goes on',

@@ -59,6 +59,38 @@ describe('prefetch', () => {
     }
   });
 
+  test('without a prefetch set, a worker with slow handlers claims twice its concurrency ahead, no more', async () => {
+    const { task, started, open } = gatedTask('prefetch-auto-slow');
+    const ids = await schedule('prefetch-auto-slow', 12);
+    const w = await startWorker(t, [task], { concurrency: 2, prefetchHoldMs: 60000 });
+    try {
+      await waitUntil(() => w.busy === 6, 'two running and four buffered');
+      expect(w.prefetchNow).toBe(4);
+      expect(await statuses(ids)).toEqual({ running: 6, pending: 6 });
+      expect(started).toHaveLength(2);
+    } finally {
+      open();
+      await w.stop();
+    }
+  });
+
+  test('without a prefetch set, a worker starting short handlers fast claims more ahead, up to eight times its concurrency', async () => {
+    const task = defineTask({ name: 'prefetch-auto-fast', async run() {
+      return null;
+    } });
+    const ids = await schedule('prefetch-auto-fast', 4000);
+    const batches: number[] = [];
+    const w = await startWorker(t, [task as never], { concurrency: 2, prefetchHoldMs: 60000, observer: { claimed: (c) => batches.push(c.length) } });
+    try {
+      await waitUntil(async () => ((await statuses(ids)).completed === 4000 ? true : undefined), 'all to complete', 60000);
+    } finally {
+      await w.stop();
+    }
+    // Twice the concurrency ahead would cap a claim at 2 + 4 rows; eight times, at 2 + 16.
+    expect(Math.max(...batches)).toBeGreaterThan(6);
+    expect(Math.max(...batches)).toBeLessThanOrEqual(18);
+  });
+
   test('a buffered execution left waiting past prefetchHoldMs goes back to the queue, its attempt uncounted, and another worker runs it', async () => {
     const { task, started, open } = gatedTask('prefetch-hold');
     const [first, second] = await schedule('prefetch-hold', 2);
