@@ -15,6 +15,8 @@ import { createTcpProxy, type TcpProxy } from '../helpers/tcp-proxy';
 import { waitUntil } from '../helpers/wait-until';
 import { startWorker } from '../helpers/worker';
 import { insertExecutions } from '../../src/store/executions';
+import { RetentionSweeper } from '../../src/engine/retention';
+import { queryRows } from '../../src/store/db';
 
 let t: TestDatabase;
 let proxy: TcpProxy;
@@ -194,5 +196,29 @@ describe('API server', () => {
     await completeExecutions(t.db, [{ ...leases[2], output: 'after' }]);
     expect((await polls[2]).status).toBe(200);
     expect(Date.now() - started).toBeLessThan(5000);
+  });
+});
+
+describe('retention sweeper', () => {
+  test('a sweep that meets the database down logs a warning and deletes nothing; the next sweep, with the database back, deletes', async () => {
+    const task = uniqueTask('outage-retention');
+    const [{ execution }] = await insertExecutions(t.db, [{ task, data: null }]);
+    await queryRows(t.db, "UPDATE stepwise.executions SET status = 'completed', created_at = now() - interval '3 days', completed_at = now() - interval '3 days', due_at = NULL WHERE id = ?", [execution.id]);
+    const logs = new LogCapture();
+    const deleted: number[] = [];
+    const sweeper = new RetentionSweeper({ db: proxiedDb, log: createLogger({ level: 'debug', destination: logs }), keepFinishedMs: 86_400_000, intervalMs: 100, onDeleted: (n) => deleted.push(n) });
+    await proxy.stop();
+    try {
+      expect(await sweeper.sweep()).toBe(0);
+      expect(lines(logs, 'retention sweep failed; the next one will try again')).toEqual([expect.objectContaining({ level: 40, deleted: 0 })]);
+      expect(await getExecution(t.db, execution.id)).toBeDefined();
+      await proxy.start();
+      sweeper.start();
+      await waitUntil(async () => (await getExecution(t.db, execution.id)) === undefined, 'the next sweep to delete it', 10000);
+      expect(deleted).toEqual([1]);
+    } finally {
+      await proxy.start();
+      await sweeper.stop();
+    }
   });
 });
