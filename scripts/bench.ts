@@ -157,7 +157,7 @@ async function main(): Promise<void> {
   const bar = new SingleBar({ format: 'bench [{bar}] {value}/{total} {step}', noTTYOutput: true, notTTYSchedule: 5000 }, Presets.shades_classic);
   // graphile-worker's batched-completion variant is the S2 anchor: run it beside the defaults.
   const variantScenarios = opts.peers ? scenarios.filter((s) => s === 'S2') : [];
-  bar.start(peers.length * scenarios.length + variantScenarios.length + (opts.extras ? 5 : 0), 0, { step: 'starting' });
+  bar.start(peers.length * scenarios.length + variantScenarios.length + (opts.extras ? 6 : 0), 0, { step: 'starting' });
   let extras: ExtraResult[] = [];
   if (opts.harnessResults) {
     for (const f of readdirSync(opts.harnessResults).filter((x) => x.endsWith('.jsonl'))) {

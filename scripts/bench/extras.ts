@@ -17,6 +17,7 @@ import { defineTask } from '../../src/engine/task';
 import { startApiServer } from '../../src/api/server';
 import { createMetricsRegistry } from '../../src/metrics';
 import { findFreePort } from '../../src/store/embedded';
+import { RetentionSweeper } from '../../src/engine/retention';
 
 export interface ExtraResult {
   label: string;
@@ -318,6 +319,64 @@ async function listAtScale(env: NodeJS.ProcessEnv, rows: number, samples = 50): 
   }
 }
 
+/**
+ * A long history: `rows` executions of 20 tasks created over 40 days, 0.2 % of them still active, the
+ * finished ones with two steps each. Measures GET /tasks (the dashboard polls it) against a full count
+ * per request, then one retention sweep at the default 30 days (about a quarter of the rows).
+ */
+async function historyAtScale(env: NodeJS.ProcessEnv, rows: number, samples = 50): Promise<ExtraResult> {
+  const t = await freshDatabase(env);
+  await upsertTasks(t.db, Array.from({ length: 20 }, (_, i) => ({ name: `task-${i}`, dataSchema: null, eventSchemas: {}, retry: null })));
+  await t.db.raw(
+    `INSERT INTO stepwise.executions (id, task, status, data, created_at, completed_at, attempt)
+     SELECT gen_random_uuid(), 'task-' || (g % 20),
+            CASE g % 1000 WHEN 0 THEN 'pending' WHEN 1 THEN 'waiting' ELSE (ARRAY['completed','completed','completed','failed','cancelled'])[1 + g % 5] END,
+            jsonb_build_object('n', g), ts, CASE WHEN g % 1000 > 1 THEN ts END, 1
+       FROM generate_series(1, ?) g, LATERAL (SELECT now() - make_interval(secs => (? - g) * 3456000.0 / ?) AS ts) x`,
+    [rows, rows, rows],
+  );
+  await t.db.raw(
+    `INSERT INTO stepwise.steps (execution_id, seq, name, kind, completed, result, completed_at)
+     SELECT id, s, 'step', 'step', true, '1', completed_at FROM stepwise.executions, generate_series(0, 1) s WHERE completed_at IS NOT NULL`,
+  );
+  await t.db.raw('VACUUM ANALYZE stepwise.executions');
+  await t.db.raw('VACUUM ANALYZE stepwise.steps');
+  const port = await findFreePort();
+  const config = loadConfig({ env: {}, overrides: { port, logLevel: 'warn', databaseUrl: t.url } });
+  const api = await startApiServer({ config, databaseUrl: t.url, db: t.db, log, registry: createMetricsRegistry() });
+  const agent = new http.Agent({ keepAlive: true });
+  try {
+    const fullCount = performance.now();
+    await t.db.raw('SELECT task, status, count(*)::int AS count FROM stepwise.executions GROUP BY task, status');
+    const fullCountMs = Math.round(performance.now() - fullCount);
+    const times: number[] = [];
+    for (let i = 0; i < samples + 1; i++) {
+      const t0 = performance.now();
+      const r = await httpJson(port, 'GET', '/api/v1/tasks', undefined, agent);
+      if (r.status !== 200) throw new Error(`GET /tasks answered ${r.status}`);
+      times.push(performance.now() - t0);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const first = Math.round(times[0]);
+    const later = times.slice(1);
+    const sweepStart = performance.now();
+    const deleted = await new RetentionSweeper({ db: t.db, log, keepFinishedMs: 30 * 86_400_000 }).sweep();
+    const sweepS = (performance.now() - sweepStart) / 1000;
+    const perSecond = Math.round(deleted / sweepS);
+    return {
+      label: `GET /tasks and retention at ${rows.toLocaleString('en')} executions`,
+      summary:
+        `GET /tasks first ${first} ms, then p50 ${pct(later, 50)} / p99 ${pct(later, 99)} ms (a full count per request took ${fullCountMs} ms); ` +
+        `a 30-day sweep deleted ${deleted.toLocaleString('en')} finished executions with their ${(2 * deleted).toLocaleString('en')} steps in ${sweepS.toFixed(1)} s (${perSecond.toLocaleString('en')}/s)`,
+      values: { rows, tasks_first_ms: first, tasks_p50_ms: pct(later, 50), tasks_p99_ms: pct(later, 99), full_count_ms: fullCountMs, swept: deleted, sweep_s: Number(sweepS.toFixed(2)), swept_per_s: perSecond },
+    };
+  } finally {
+    agent.destroy();
+    await api.close();
+    await t.drop();
+  }
+}
+
 /** Runs each extra; one that fails is reported as such and the others still run. */
 export async function runExtras(options: ExtrasOptions): Promise<ExtraResult[]> {
   const out: ExtraResult[] = [];
@@ -334,5 +393,6 @@ export async function runExtras(options: ExtrasOptions): Promise<ExtraResult[]> 
   await attempt(`${options.longPolls} concurrent long-polls`, async () => [await longPolls(options.env, options.longPolls)]);
   await attempt('idle worker', async () => [await idleWorker(options.env)]);
   await attempt('list at scale', async () => [await listAtScale(options.env, options.listRows)]);
+  await attempt('history at scale', async () => [await historyAtScale(options.env, options.listRows)]);
   return out;
 }
