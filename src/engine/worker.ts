@@ -38,7 +38,8 @@ export interface WorkerOptions {
    * Executions claimed ahead of free slots, started as slots free up. A busy worker then never waits
    * for a claim's round trip between handlers, and each statement carries more rows; an execution
    * that waited longer than `prefetchHoldMs` for a slot is handed back for other workers. Default:
-   * automatic, see prefetchLimit().
+   * automatic, what the worker starts in 20 ms at its current pace, between 2 and 8 times
+   * `concurrency`; 0 turns prefetching off.
    */
   prefetch?: number;
   prefetchHoldMs?: number;
