@@ -97,7 +97,7 @@ export function parseRetention(value: string, what = 'retention.keepFinished'): 
   if (value.trim().toLowerCase() === 'forever') return undefined;
   let result: number;
   try {
-    result = parseDuration(/^\d+$/.test(value.trim()) ? Number(value) : value.trim());
+    result = parseDuration(value.trim());
   } catch {
     throw new ConfigError(`${what} must be a duration such as '30d' or '12h', or 'forever'; got ${JSON.stringify(value)}`);
   }

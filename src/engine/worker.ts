@@ -175,7 +175,7 @@ export class Worker {
     return Math.min(PREFETCH_MAX_FACTOR * this.concurrency, Math.max(PREFETCH_MIN_FACTOR * this.concurrency, wanted));
   }
 
-  /** The prefetch a claim would use now (for tests and metrics). */
+  /** The prefetch a claim would use now (for tests). */
   get prefetchNow(): number {
     return this.prefetchLimit();
   }

@@ -44,16 +44,12 @@ function toScheduledRecord(row: ScheduledRow): ScheduledRecord {
  * are inserted again, as if they had come a moment later.
  */
 export async function insertExecutions(db: Db, items: readonly NewExecution[]): Promise<ScheduleResult[]> {
-  const results: Array<ScheduleResult | undefined> = new Array(items.length);
-  let todo = items.map((_, i) => i);
-  for (let round = 0; todo.length > 0; round++) {
+  const results = await insertOnce(db, items);
+  for (let round = 1; results.includes(undefined); round++) {
     if (round === 3) throw new Error('idempotent insert found neither a new nor an existing row, three times');
-    const batch = todo.map((i) => items[i]);
-    const found = await insertOnce(db, batch);
-    todo = todo.filter((itemIndex, j) => {
-      results[itemIndex] = found[j];
-      return found[j] === undefined;
-    });
+    const again = results.flatMap((r, i) => (r === undefined ? [i] : []));
+    const found = await insertOnce(db, again.map((i) => items[i]));
+    again.forEach((i, j) => (results[i] = found[j]));
   }
   return results as ScheduleResult[];
 }

@@ -1,7 +1,5 @@
-import { TERMINAL_STATUSES } from '../domain/status';
 import { queryRows, type Db } from './db';
-
-const TERMINAL = TERMINAL_STATUSES.map((s) => `'${s}'`).join(', ');
+import { TERMINAL_STATUS_LIST } from './rows';
 
 /**
  * The statement of deleteFinishedExecutions (exported for the test that reads its plan). A finished
@@ -15,7 +13,7 @@ export const DELETE_FINISHED_SQL = `
   DELETE FROM stepwise.executions
    WHERE id IN (
      SELECT id FROM stepwise.executions
-      WHERE status IN (${TERMINAL}) AND created_at < ? AND completed_at < ?
+      WHERE status IN (${TERMINAL_STATUS_LIST}) AND created_at < ? AND completed_at < ?
       LIMIT ?
         FOR UPDATE SKIP LOCKED)
   RETURNING 1`;

@@ -1,4 +1,7 @@
-import type { ExecutionStatus } from '../domain/status';
+import { TERMINAL_STATUSES, type ExecutionStatus } from '../domain/status';
+
+/** The finished statuses as an SQL list, for `status IN (...)`: literals, so partial-index predicates can be proven. */
+export const TERMINAL_STATUS_LIST = TERMINAL_STATUSES.map((s) => `'${s}'`).join(', ');
 
 /** The error recorded on a failed (or retrying, or cancelled) execution. Never carries a stack. */
 export interface ExecutionError {

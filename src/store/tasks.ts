@@ -1,6 +1,6 @@
 import { CHANNEL_TASKS } from './channels';
 import { queryRows, type Db } from './db';
-import { toJsonb } from './rows';
+import { TERMINAL_STATUS_LIST, toJsonb } from './rows';
 
 /** A task as workers register it: its name and the JSON Schemas the API validates against. */
 export interface TaskRecord {
@@ -75,7 +75,7 @@ export interface StatusCount {
  * background and serves the last count (see FinishedCounts).
  */
 export async function countFinishedExecutions(db: Db): Promise<StatusCount[]> {
-  return queryRows(db, "SELECT task, status, count(*)::int AS count FROM stepwise.executions WHERE status IN ('completed','failed','cancelled') GROUP BY task, status");
+  return queryRows(db, `SELECT task, status, count(*)::int AS count FROM stepwise.executions WHERE status IN (${TERMINAL_STATUS_LIST}) GROUP BY task, status`);
 }
 
 /**
