@@ -29,6 +29,8 @@ export interface paths {
          *     current status), and a repeat with another task answers 409. The key is held for as long as
          *     its execution is kept: once a finished execution is deleted after the retention period, the
          *     key schedules a new one.
+         *
+         *     With `start_at`, the execution waits as `pending` until that instant, then runs like any other.
          */
         post: operations["scheduleExecution"];
         delete?: never;
@@ -293,6 +295,15 @@ export interface components {
             data?: unknown;
             /** @description At most one execution exists per key; a repeat returns it instead of creating another. The key is free again once its execution, finished, is deleted after the retention period. */
             idempotency_key?: string;
+            /**
+             * Format: date-time
+             * @description Start no earlier than this instant (ISO 8601 with a time zone, such as
+             *     `2024-10-30T18:00:00Z` or `2024-10-30T19:00:00+01:00`). Until then the execution is
+             *     `pending` and may be cancelled; a worker starts it within about its poll interval (1 s by
+             *     default) after this time. An instant in the past means at once. Omitted means at once.
+             * @example 2024-10-30T18:00:00.000Z
+             */
+            start_at?: string;
         };
         /** @description Cancel takes no options; only an empty object is accepted. */
         CancelExecutionRequest: Record<string, never>;
@@ -335,6 +346,11 @@ export interface components {
             /** @description The current attempt, counting from 1; 0 before the first claim. */
             attempt: number;
             created_at: components["schemas"]["Timestamp"];
+            /**
+             * Format: date-time
+             * @description The start the execution was scheduled for (`start_at` when it was scheduled), or null when it was scheduled to start at once.
+             */
+            start_at: string | null;
             started_at: components["schemas"]["NullableTimestamp"];
             completed_at: components["schemas"]["NullableTimestamp"];
             /** @description The handler's return value (any JSON value); null until completed. */
@@ -946,6 +962,7 @@ export interface operations {
                      *       },
                      *       "attempt": 1,
                      *       "created_at": "2024-10-30T12:00:00.000Z",
+                     *       "start_at": null,
                      *       "started_at": "2024-10-30T12:00:00.120Z",
                      *       "completed_at": null,
                      *       "output": null,
@@ -1000,6 +1017,7 @@ export interface operations {
                      *       "waiting_for_event": null,
                      *       "attempt": 5,
                      *       "created_at": "2024-10-30T12:00:00.000Z",
+                     *       "start_at": null,
                      *       "started_at": "2024-10-30T12:00:00.120Z",
                      *       "completed_at": "2024-10-30T12:04:31.870Z",
                      *       "output": null,

@@ -10,7 +10,7 @@ export function observeWorker(registry: Registry): WorkerObserver {
   const slots = new Gauge({ name: 'stepwise_worker_slots', help: 'Worker handler slots by state (busy, free)', labelNames: ['state'], registers: [registry] });
   const scheduleToStart = new Histogram({
     name: 'stepwise_schedule_to_start_seconds',
-    help: 'Time from scheduling an execution to its first claim by a worker',
+    help: 'Time from scheduling an execution (or from its later start_at) to its first claim by a worker',
     labelNames: ['task'],
     buckets: DURATION_BUCKETS,
     registers: [registry],
@@ -38,7 +38,7 @@ export function observeWorker(registry: Registry): WorkerObserver {
       for (const c of executions) {
         if (c.previousStatus === 'running') takeovers.inc();
         if (c.previousStatus === 'pending' && c.execution.attempt === 1) {
-          scheduleToStart.observe({ task: c.execution.task }, Math.max(0, c.claimedAt.getTime() - c.execution.createdAt.getTime()) / 1000);
+          scheduleToStart.observe({ task: c.execution.task }, Math.max(0, c.claimedAt.getTime() - c.readyAt.getTime()) / 1000);
         }
       }
     },

@@ -1,5 +1,6 @@
 import type Router from '@koa/router';
-import { ExecutionAlreadyExistsError, ExecutionNotCancellableError, ExecutionNotFoundError } from '../errors';
+import { parseInstant } from '../domain/instant';
+import { ExecutionAlreadyExistsError, ExecutionNotCancellableError, ExecutionNotFoundError, InvalidDataError } from '../errors';
 import { cancelExecution, getExecution, listExecutions } from '../store/executions';
 import { loadSteps } from '../store/steps';
 import type { ApiDeps } from './deps';
@@ -13,10 +14,14 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
 
   addOperation(router, deps.routes, 'scheduleExecution', async ({ body }) => {
     // The body's shape was checked by validation; now the task, then its data (the contract's order).
+    const startAt = body.start_at === undefined ? undefined : parseInstant(body.start_at);
+    if (body.start_at !== undefined && startAt === undefined) {
+      throw new InvalidDataError('request body is invalid', [{ path: 'body/start_at', message: 'must be an instant in the years 0001 to 9999 (UTC)' }]);
+    }
     const task = await taskSchemas.getTask(body.task);
     const data = body.data ?? null;
     taskSchemas.assertValidData(task, data);
-    const result = await scheduler.submit({ task: body.task, data, idempotencyKey: body.idempotency_key });
+    const result = await scheduler.submit({ task: body.task, data, idempotencyKey: body.idempotency_key, startAt });
     if (result.created) return { status: 201, body: toScheduledExecution(result.execution) };
     if (result.execution.task !== body.task) throw new ExecutionAlreadyExistsError(body.idempotency_key ?? '', result.execution.task);
     return { status: 200, body: toScheduledExecution(result.execution) };

@@ -1,24 +1,26 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { Db } from '../store/db';
-import { countActiveExecutions } from '../store/tasks';
+import { countActiveExecutions, countPendingNotDue } from '../store/tasks';
 
 /** A scrape reads the database at most this often; several scrapers share the answer. */
 const CACHE_MS = 2000;
 
 /**
- * `stepwise_executions{task,status}` (active executions) and `stepwise_queue_depth{state}` (pending,
- * waiting), read on scrape from active rows only. When the database is unreachable the last values
- * stay and the scrape still succeeds.
+ * `stepwise_executions{task,status}` (active executions) and `stepwise_queue_depth{state}`, read on
+ * scrape from active rows only. The queue depth splits pending executions into those a worker could
+ * start now (`pending`) and those not due yet (`scheduled`: a later start or a retry's backoff), so
+ * executions scheduled for next week do not look like a backlog to an autoscaler. When the database
+ * is unreachable the last values stay and the scrape still succeeds.
  */
 export function measureQueue(registry: Registry, db: Db): void {
   if (registry.getSingleMetric('stepwise_executions')) return;
-  let cached: { at: number; rows: Array<{ task: string; status: string; count: number }> } = { at: 0, rows: [] };
+  let cached: { at: number; rows: Array<{ task: string; status: string; count: number }>; notDue: number } = { at: 0, rows: [], notDue: 0 };
   let inFlight: Promise<void> | undefined;
   const refresh = async () => {
     if (Date.now() - cached.at < CACHE_MS) return;
-    inFlight ??= countActiveExecutions(db)
-      .then((rows) => {
-        cached = { at: Date.now(), rows };
+    inFlight ??= Promise.all([countActiveExecutions(db), countPendingNotDue(db)])
+      .then(([rows, notDue]) => {
+        cached = { at: Date.now(), rows, notDue };
       })
       .catch(() => undefined)
       .finally(() => (inFlight = undefined));
@@ -37,14 +39,16 @@ export function measureQueue(registry: Registry, db: Db): void {
   });
   new Gauge({
     name: 'stepwise_queue_depth',
-    help: 'Executions waiting for a worker (pending) or for a time or an event (waiting)',
+    help: 'Executions waiting for a worker (pending), for their start or retry time (scheduled), or in a sleep or event wait (waiting)',
     labelNames: ['state'],
     registers: [registry],
     async collect() {
       await refresh();
-      for (const state of ['pending', 'waiting']) {
-        this.set({ state }, cached.rows.filter((r) => r.status === state).reduce((n, r) => n + r.count, 0));
-      }
+      const total = (status: string) => cached.rows.filter((r) => r.status === status).reduce((n, r) => n + r.count, 0);
+      // Two statements, so a row can turn due in between: never report a negative depth.
+      this.set({ state: 'pending' }, Math.max(0, total('pending') - cached.notDue));
+      this.set({ state: 'scheduled' }, Math.min(cached.notDue, total('pending')));
+      this.set({ state: 'waiting' }, total('waiting'));
     },
   });
 }

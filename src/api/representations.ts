@@ -26,6 +26,7 @@ export function toExecution(e: ExecutionRecord): Schemas['Execution'] {
         : { event_name: e.waitEventName, since: (e.waitSince ?? e.createdAt).toISOString(), timeout_at: isoOrNull(e.waitTimeoutAt) },
     attempt: e.attempt,
     created_at: e.createdAt.toISOString(),
+    start_at: isoOrNull(e.startAt),
     started_at: isoOrNull(e.startedAt),
     completed_at: isoOrNull(e.completedAt),
     output: e.output ?? null,

@@ -29,6 +29,13 @@ export interface StepwiseClientOptions {
   fetch?: (input: Request) => Promise<Response>;
 }
 
+export interface ScheduleOptions {
+  /** At most one execution exists per key: a repeat with the same task returns it (`created: false`). */
+  idempotencyKey?: string;
+  /** Start no earlier than this: a Date, or an ISO 8601 string with a time zone. In the past means at once. */
+  startAt?: Date | string;
+}
+
 export interface WaitOptions {
   /** Seconds each long-poll may last (server maximum 3600). Default 30; Node's fetch cuts at 300. */
   timeoutSeconds?: number;
@@ -79,11 +86,15 @@ export function createStepwiseClient(options: StepwiseClientOptions) {
   return {
     raw,
 
-    /** Schedules an execution of `task`; with an idempotency key, a repeat returns the same execution. */
-    async schedule(task: string, data?: unknown, opts: { idempotencyKey?: string } = {}): Promise<ScheduledExecution & { created: boolean }> {
+    /**
+     * Schedules an execution of `task`; with an idempotency key, a repeat returns the same execution.
+     * With `startAt`, it stays pending until then (a Date, or an ISO 8601 string with a time zone).
+     */
+    async schedule(task: string, data?: unknown, opts: ScheduleOptions = {}): Promise<ScheduledExecution & { created: boolean }> {
       const body: Schemas['ScheduleExecutionRequest'] = { task };
       if (data !== undefined) body.data = data;
       if (opts.idempotencyKey !== undefined) body.idempotency_key = opts.idempotencyKey;
+      if (opts.startAt !== undefined) body.start_at = opts.startAt instanceof Date ? opts.startAt.toISOString() : opts.startAt;
       const { data: created, response } = await unwrap(raw.POST('/api/v1/executions', { body }));
       return { ...created, created: response.status === 201 };
     },

@@ -10,6 +10,8 @@ export interface NewExecution {
   task: string;
   data: unknown;
   idempotencyKey?: string;
+  /** Not before this instant; a past one (or none) means at once. */
+  startAt?: Date;
 }
 
 /** What scheduling needs back: the columns the schedule endpoint answers with, never the data. */
@@ -37,7 +39,9 @@ function toScheduledRecord(row: ScheduledRow): ScheduledRecord {
  * caller answers with (not the data it just sent, which would travel back and be parsed again), and
  * wakes the workers from RETURNING. pg_notify runs per row but Postgres folds identical notifications
  * within a transaction, so workers hear one per distinct task; measured, this is cheaper than a CTE
- * that notifies once per DISTINCT task.
+ * that notifies once per DISTINCT task. An execution asked to start later is due then, and wakes no
+ * worker now: the workers' poll finds it once it is due. A start in the past is due at once, never
+ * before work already queued (`greatest`), so a backdated start cannot jump the queue.
  *
  * The read-back is a second statement, so the row that held a key can be gone by then: a retention
  * sweep deleted it (only finished executions are deleted, and their keys are free again). Such items
@@ -60,13 +64,19 @@ async function insertOnce(db: Db, items: readonly NewExecution[]): Promise<Array
   const inserted = await preparedRows<ScheduledRow>(
     db,
     'stepwise_schedule_executions',
-    `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, due_at)
-     SELECT id, task, 'pending', data, idempotency_key, now()
-       FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[]) WITH ORDINALITY AS t(id, task, data, idempotency_key, ord)
+    `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, due_at)
+     SELECT id, task, 'pending', data, idempotency_key, start_at, greatest(now(), start_at)
+       FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::timestamptz[]) WITH ORDINALITY AS t(id, task, data, idempotency_key, start_at, ord)
       ORDER BY ord
      ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-     RETURNING ${SCHEDULED_COLUMNS}, pg_notify('${CHANNEL_WORK}', task) IS NULL AS _n`,
-    [ids, items.map((i) => i.task), items.map((i) => toJsonb(i.data ?? null)), items.map((i) => i.idempotencyKey ?? null)],
+     RETURNING ${SCHEDULED_COLUMNS}, CASE WHEN due_at <= now() THEN pg_notify('${CHANNEL_WORK}', task) END IS NULL AS _n`,
+    [
+      ids,
+      items.map((i) => i.task),
+      items.map((i) => toJsonb(i.data ?? null)),
+      items.map((i) => i.idempotencyKey ?? null),
+      items.map((i) => i.startAt ?? null),
+    ],
   );
   const byId = new Map(inserted.map((r) => [r.id, r]));
   const missingKeys = items

@@ -5,7 +5,7 @@ import { CHANNEL_CHANGED, CHANNEL_WORK } from './channels';
 import { toJsonb, type ExecutionError, type ExecutionRecord, type ExecutionRow } from './rows';
 
 /** What a worker needs of an execution it claimed (the claim returns no more: parsing is per row). */
-export type ClaimedRecord = Pick<ExecutionRecord, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'stepsCompleted' | 'leaseToken' | 'createdAt'>;
+export type ClaimedRecord = Pick<ExecutionRecord, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'stepsCompleted' | 'leaseToken'>;
 
 /** A claimed execution together with what the claim saw. */
 export interface ClaimedExecution {
@@ -14,6 +14,8 @@ export interface ClaimedExecution {
   previousStatus: 'pending' | 'running' | 'waiting';
   /** The database's clock at the claim, for comparing durable deadlines without clock skew. */
   claimedAt: Date;
+  /** When the execution could first start: when it was scheduled, or the later `start_at` it asked for. */
+  readyAt: Date;
 }
 
 /** The fencing token of one claim: every write a worker makes carries it. */
@@ -57,7 +59,7 @@ export async function claimExecutionsBeforeCommit(
 
 /** Instants come as epoch milliseconds: a number parses in a fraction of a timestamp's time. */
 type ClaimRow = Pick<ExecutionRow, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'steps_completed' | 'lease_token'> & {
-  created_ms: number;
+  ready_ms: number;
   previous_status: ClaimedExecution['previousStatus'];
   claimed_ms: number;
 };
@@ -122,10 +124,10 @@ const toClaimed = (r: ClaimRow): ClaimedExecution => ({
     attempt: r.attempt,
     stepsCompleted: r.steps_completed,
     leaseToken: r.lease_token,
-    createdAt: new Date(r.created_ms),
   },
   previousStatus: r.previous_status,
   claimedAt: new Date(r.claimed_ms),
+  readyAt: new Date(r.ready_ms),
 });
 
 /**
@@ -167,7 +169,7 @@ function claimCtes(tasks: string, limit: string, leaseSecs: string, exclude: str
               wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL
         WHERE e.id = ANY(ARRAY(SELECT id FROM due))
         RETURNING e.id, e.task, e.status, e.data, e.attempt, e.steps_completed, e.lease_token,
-                  (extract(epoch FROM e.created_at) * 1000)::float8 AS created_ms
+                  (extract(epoch FROM greatest(e.created_at, e.start_at)) * 1000)::float8 AS ready_ms
      )`;
 }
 

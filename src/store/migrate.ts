@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import * as m001 from './migrations/001-initial';
 import * as m002 from './migrations/002-due-by-task';
 import * as m003 from './migrations/003-running-apart';
+import * as m004 from './migrations/004-start-at';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -13,6 +14,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['001-initial', m001],
   ['002-due-by-task', m002],
   ['003-running-apart', m003],
+  ['004-start-at', m004],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {

@@ -24,6 +24,8 @@ export interface ExecutionRecord {
   waitSince: Date | null;
   waitTimeoutAt: Date | null;
   dueAt: Date | null;
+  /** The later start asked for at scheduling, or null for "at once". */
+  startAt: Date | null;
   leaseToken: string | null;
   createdAt: Date;
   startedAt: Date | null;
@@ -45,6 +47,7 @@ export interface ExecutionRow {
   wait_since: Date | null;
   wait_timeout_at: Date | null;
   due_at: Date | null;
+  start_at: Date | null;
   lease_token: string | null;
   created_at: Date;
   started_at: Date | null;
@@ -67,6 +70,7 @@ export function rowToExecution(row: ExecutionRow): ExecutionRecord {
     waitSince: row.wait_since,
     waitTimeoutAt: row.wait_timeout_at,
     dueAt: row.due_at,
+    startAt: row.start_at,
     leaseToken: row.lease_token,
     createdAt: row.created_at,
     startedAt: row.started_at,

@@ -93,3 +93,12 @@ export async function countActiveExecutions(db: Db): Promise<StatusCount[]> {
      ) a GROUP BY task, status`,
   );
 }
+
+/**
+ * Pending executions that are not due yet: scheduled with a later `start_at`, or backing off before a
+ * retry. They wait for a time, not for a worker, so the queue-depth metric counts them apart.
+ */
+export async function countPendingNotDue(db: Db): Promise<number> {
+  const [row] = await queryRows<{ n: number }>(db, "SELECT count(*)::int AS n FROM stepwise.executions WHERE status = 'pending' AND due_at > now()");
+  return row.n;
+}

@@ -14,7 +14,7 @@ const REFRESH_MS = 2000;
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 
 function WaitInfo({ execution, steps, now }: { execution: Execution; steps: Step[]; now: number }) {
-  const wait = describeWait(execution, steps);
+  const wait = describeWait(execution, steps, now);
   if (!wait) return null;
   let text: string;
   switch (wait.kind) {
@@ -29,8 +29,11 @@ function WaitInfo({ execution, steps, now }: { execution: Execution; steps: Step
     case 'retry':
       text = `Pending a retry after attempt ${wait.attempt} failed: ${wait.reason}`;
       break;
+    case 'scheduled':
+      text = `Scheduled to start ${formatInstant(new Date(wait.startMs).toISOString())} (${formatRelative(wait.startMs, now)}).`;
+      break;
     case 'queued':
-      text = `Queued for a worker since ${formatRelative(wait.sinceMs, now)}.`;
+      text = `Queued for a worker since ${formatInstant(new Date(wait.sinceMs).toISOString())} (${formatRelative(wait.sinceMs, now)}).`;
       break;
     case 'running':
       text = wait.step ? `Running “${wait.step}”.` : 'Running.';
@@ -194,6 +197,13 @@ export function ExecutionPage({ id }: { id: string }) {
             <Fact label="Created">
               <Instant iso={x.created_at} now={now} />
             </Fact>
+            {x.start_at !== null && (
+              <Fact label="Scheduled for">
+                <span data-testid="start-at">
+                  <Instant iso={x.start_at} now={now} />
+                </span>
+              </Fact>
+            )}
             <Fact label="Started">
               <Instant iso={x.started_at} now={now} />
             </Fact>

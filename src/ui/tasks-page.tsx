@@ -12,6 +12,8 @@ function ScheduleForm({ task }: { task: Task }) {
   const { client, navigate } = useApi();
   const [text, setText] = useState(() => formatJson(sampleFromSchema(task.data_schema)));
   const [key, setKey] = useState('');
+  /** `YYYY-MM-DDTHH:mm` from a datetime-local input, in the browser's time zone; empty for "at once". */
+  const [startAt, setStartAt] = useState('');
   const [problems, setProblems] = useState<JsonProblem[]>([]);
   const [error, setError] = useState<unknown>(undefined);
   const [busy, setBusy] = useState(false);
@@ -28,7 +30,10 @@ function ScheduleForm({ task }: { task: Task }) {
     if (!check.ok) return setProblems(check.problems);
     setBusy(true);
     try {
-      const created = await client.schedule(task.name, check.value, key ? { idempotencyKey: key } : {});
+      const created = await client.schedule(task.name, check.value, {
+        ...(key ? { idempotencyKey: key } : {}),
+        ...(startAt ? { startAt: new Date(startAt) } : {}),
+      });
       navigate(routeHref({ page: 'execution', id: created.execution_id }));
     } catch (err) {
       setError(err);
@@ -42,6 +47,10 @@ function ScheduleForm({ task }: { task: Task }) {
       <label class="field">
         <span>Idempotency key (optional)</span>
         <input type="text" maxLength={255} value={key} onInput={(e) => setKey(e.currentTarget.value)} />
+      </label>
+      <label class="field">
+        <span>Start at, your local time (optional; empty starts at once)</span>
+        <input type="datetime-local" value={startAt} onInput={(e) => setStartAt(e.currentTarget.value)} data-testid="schedule-start-at" />
       </label>
       <div class="actions">
         <button type="submit" class="primary" disabled={busy}>

@@ -88,13 +88,15 @@ export type WaitDescription =
   | { kind: 'event'; eventName: string; sinceMs: number; timeoutMs: number | null }
   | { kind: 'sleep'; name: string; untilMs: number | null }
   | { kind: 'retry'; attempt: number; reason: string }
+  | { kind: 'scheduled'; startMs: number }
   | { kind: 'queued'; sinceMs: number }
   | { kind: 'running'; step: string | null };
 
-/** Null for finished executions; otherwise what holds this one up, and until when. */
+/** Null for finished executions; otherwise what holds this one up, and until when (as of `nowMs`). */
 export function describeWait(
-  execution: Pick<Execution, 'status' | 'waiting_for_event' | 'created_at' | 'attempt' | 'error' | 'current_step'>,
+  execution: Pick<Execution, 'status' | 'waiting_for_event' | 'created_at' | 'start_at' | 'attempt' | 'error' | 'current_step'>,
   steps: readonly Step[],
+  nowMs: number,
 ): WaitDescription | null {
   switch (execution.status) {
     case 'waiting': {
@@ -105,6 +107,11 @@ export function describeWait(
     }
     case 'pending':
       if (execution.attempt > 0 && execution.error) return { kind: 'retry', attempt: execution.attempt, reason: execution.error.message };
+      if (execution.start_at !== null) {
+        const startMs = Date.parse(execution.start_at);
+        if (startMs > nowMs) return { kind: 'scheduled', startMs };
+        return { kind: 'queued', sinceMs: Math.max(startMs, Date.parse(execution.created_at)) };
+      }
       return { kind: 'queued', sinceMs: Date.parse(execution.created_at) };
     case 'running':
       return { kind: 'running', step: execution.current_step };

@@ -4,6 +4,7 @@ import { waitUntil } from '../helpers/wait-until';
 import { startTestApi, type TestApi } from '../helpers/api-server';
 import { claimExecution, completeAs, createExecutionIn, registerTask, uniqueTask } from '../helpers/simulated-worker';
 import { recordStepResult } from '../../src/store/steps';
+import { queryRows } from '../../src/store/db';
 
 const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 let api: TestApi;
@@ -48,6 +49,7 @@ describe('executions', () => {
       waiting_for_event: null,
       attempt: 0,
       created_at: expect.stringMatching(ISO_MS),
+      start_at: null,
       started_at: null,
       completed_at: null,
       output: null,
@@ -158,5 +160,24 @@ describe('operations endpoints', () => {
     expect(value(text, new RegExp(`stepwise_executions\\{task="${pending.task}",status="pending"\\} (\\d+)`))).toBe(1);
     expect(value(text, /stepwise_queue_depth\{state="pending"\} (\d+)/)).toBeGreaterThanOrEqual(1);
     expect(value(text, /stepwise_queue_depth\{state="waiting"\} (\d+)/)).toBeGreaterThanOrEqual(1);
+  });
+
+  test('/metrics counts pending executions that are not due yet as scheduled, not as queued for a worker', async () => {
+    const task = uniqueTask('later');
+    await registerTask(api.db, task);
+    await api.client.schedule(task, null, { startAt: new Date(Date.now() + 3_600_000) });
+    const value = (text: string, line: RegExp) => Number(line.exec(text)?.[1] ?? NaN);
+    const text = await waitUntil(async () => {
+      const res = await api.call('GET', '/metrics');
+      return value(res.text, new RegExp(`stepwise_executions\\{task="${task}",status="pending"\\} (\\d+)`)) === 1 ? res.text : undefined;
+    }, 'the queue metrics to include the delayed execution');
+    // No worker runs here, so nothing changes between the scrape and these counts.
+    const [counts] = await queryRows<{ due: number; later: number }>(
+      api.db,
+      "SELECT count(*) FILTER (WHERE due_at <= now())::int AS due, count(*) FILTER (WHERE due_at > now())::int AS later FROM stepwise.executions WHERE status = 'pending'",
+    );
+    expect(counts.later).toBeGreaterThanOrEqual(1);
+    expect(value(text, /stepwise_queue_depth\{state="scheduled"\} (\d+)/)).toBe(counts.later);
+    expect(value(text, /stepwise_queue_depth\{state="pending"\} (\d+)/)).toBe(counts.due);
   });
 });

@@ -13,6 +13,7 @@ const execution = {
   waiting_for_event: null,
   attempt: 0,
   created_at: '2024-01-01T00:00:00.000Z',
+  start_at: null,
   started_at: null,
   completed_at: null,
   output: null,

@@ -98,6 +98,8 @@ function body(example: unknown): fc.Arbitrary<string | undefined> {
       arbitrary: fc.constantFrom(
         '{"__proto__":{"x":1}}', '{"task":1e400}', '{"task":"x","data":-0}', '\ufeff{}', 'null', '""', '[]', '{}{}',
         '{"task":"approve-order","data":{"orderId":"a\\u0000b"}}', '{"task":"approve-order","data":"\\ud800"}', '{"approved":true,"\\u0000":1}', '"\\udc00x"',
+        '{"task":"approve-order","data":{"orderId":"o"},"start_at":"9999-12-31T23:59:60Z"}', '{"task":"approve-order","start_at":"0000-01-01T00:00:00+14:00"}',
+        '{"task":"approve-order","start_at":"2024-02-30T00:00:00Z"}', '{"task":"approve-order","start_at":"2024-06-30T23:59:60+09:00"}',
       ),
     },
     { weight: 1, arbitrary: fc.constant(undefined) },

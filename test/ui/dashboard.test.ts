@@ -296,6 +296,29 @@ describe('dashboard in headless Chromium', () => {
     await screenshot('dashboard-list');
   });
 
+  it('schedules an execution to start later from the task form, and its page says when it will start', async () => {
+    await page.goto(`${t.api.url}/ui#/tasks`);
+    const card = page.getByTestId('task-ui-quick');
+    await card.locator('summary', { hasText: 'Schedule an execution' }).click();
+    // The input takes the browser's local time; the same minute, one hour ahead, as the browser sees it.
+    const [local, iso] = await page.evaluate(() => {
+      const d = new Date(Date.now() + 3_600_000);
+      d.setSeconds(0, 0);
+      const two = (n: number) => String(n).padStart(2, '0');
+      return [`${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())}T${two(d.getHours())}:${two(d.getMinutes())}`, d.toISOString()];
+    });
+    await card.getByTestId('schedule-start-at').fill(local);
+    await card.locator('button[type=submit]').click();
+    await page.locator('[data-testid="execution-detail"][data-status="pending"]').waitFor({ timeout: 15_000 });
+    const shown = `${iso.slice(0, 19).replace('T', ' ')} UTC`;
+    await expect(page.getByTestId('start-at').textContent()).resolves.toBe(shown);
+    await expect(page.getByTestId('wait-info').textContent()).resolves.toMatch(new RegExp(`^Scheduled to start ${shown} \\(in 5[89]m `));
+    const id = decodeURIComponent(new URL(page.url()).hash.split('/')[2]);
+    await expect(t.client.get(id)).resolves.toMatchObject({ task: 'ui-quick', status: 'pending', start_at: iso, started_at: null });
+    await screenshot('execution-scheduled-later');
+    await t.client.cancel(id);
+  });
+
   it('renders the API reference from the served openapi.yaml, linked from the dashboard', async () => {
     await page.goto(`${t.api.url}/ui`);
     const specRequest = page.waitForResponse((r) => r.url() === `${t.api.url}/api/v1/openapi.yaml`);

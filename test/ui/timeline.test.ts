@@ -56,32 +56,41 @@ describe('buildTimeline', () => {
 });
 
 describe('describeWait', () => {
-  const base: Pick<Execution, 'status' | 'waiting_for_event' | 'created_at' | 'attempt' | 'error' | 'current_step'> = {
+  const base: Pick<Execution, 'status' | 'waiting_for_event' | 'created_at' | 'start_at' | 'attempt' | 'error' | 'current_step'> = {
     status: 'waiting',
     waiting_for_event: null,
     created_at: at(0),
+    start_at: null,
     attempt: 1,
     error: null,
     current_step: 'cool-off',
   };
 
   it('names the awaited event with its timeout', () => {
-    const w = describeWait({ ...base, waiting_for_event: { event_name: 'approval', since: at(5), timeout_at: at(100) } }, []);
+    const w = describeWait({ ...base, waiting_for_event: { event_name: 'approval', since: at(5), timeout_at: at(100) } }, [], T0);
     expect(w).toEqual({ kind: 'event', eventName: 'approval', sinceMs: T0 + 5, timeoutMs: T0 + 100 });
   });
 
   it('names a sleep and its wake-up time', () => {
-    const w = describeWait(base, [step(0, 'sleep', 0, null, { name: 'cool-off', wake_at: at(600_000) })]);
+    const w = describeWait(base, [step(0, 'sleep', 0, null, { name: 'cool-off', wake_at: at(600_000) })], T0);
     expect(w).toEqual({ kind: 'sleep', name: 'cool-off', untilMs: T0 + 600_000 });
   });
 
   it('tells a pending retry from a queued execution, and says nothing once finished', () => {
-    expect(describeWait({ ...base, status: 'pending', error: { type: 'Error', message: 'boom', retryable: true } }, [])).toEqual({
+    expect(describeWait({ ...base, status: 'pending', error: { type: 'Error', message: 'boom', retryable: true } }, [], T0)).toEqual({
       kind: 'retry',
       attempt: 1,
       reason: 'boom',
     });
-    expect(describeWait({ ...base, status: 'pending', attempt: 0 }, [])).toEqual({ kind: 'queued', sinceMs: T0 });
-    expect(describeWait({ ...base, status: 'completed' }, [])).toBeNull();
+    expect(describeWait({ ...base, status: 'pending', attempt: 0 }, [], T0)).toEqual({ kind: 'queued', sinceMs: T0 });
+    expect(describeWait({ ...base, status: 'completed' }, [], T0)).toBeNull();
+  });
+
+  it('tells an execution scheduled for later from one queued since its start time came', () => {
+    const later = { ...base, status: 'pending' as const, attempt: 0, start_at: at(60_000) };
+    expect(describeWait(later, [], T0 + 1000)).toEqual({ kind: 'scheduled', startMs: T0 + 60_000 });
+    expect(describeWait(later, [], T0 + 61_000)).toEqual({ kind: 'queued', sinceMs: T0 + 60_000 });
+    // A start in the past at scheduling: queued since it was created.
+    expect(describeWait({ ...later, start_at: at(-5000) }, [], T0 + 1000)).toEqual({ kind: 'queued', sinceMs: T0 });
   });
 });
