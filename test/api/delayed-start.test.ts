@@ -5,6 +5,7 @@ import { Registry } from 'prom-client';
 import { defineTask } from '../../src/index';
 import type { Worker } from '../../src/engine/worker';
 import { claimExecutions } from '../../src/store/leases';
+import { insertExecutions } from '../../src/store/executions';
 import { queryRows } from '../../src/store/db';
 import { startTestApi, type TestApi } from '../helpers/api-server';
 import { registerTask, uniqueTask } from '../helpers/simulated-worker';
@@ -72,6 +73,22 @@ describe('start_at over the API', () => {
     // Without start_at the field is null.
     const now = await api.client.schedule(task, null);
     expect((await api.client.get(now.execution_id)).start_at).toBeNull();
+  });
+
+  test('one INSERT of a batch that mixes start times gives each row its own start and due time', async () => {
+    const task = uniqueTask();
+    const later = new Date(Date.now() + 3_600_000);
+    const [a, b, c] = await insertExecutions(api.db, [{ task, data: 1, startAt: later }, { task, data: 2 }, { task, data: 3, startAt: new Date(0) }]);
+    const rows = await queryRows<{ id: string; start_at: Date | null; due_at: Date; created_at: Date }>(
+      api.db,
+      'SELECT id, start_at, due_at, created_at FROM stepwise.executions WHERE task = ?',
+      [task],
+    );
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    expect(byId.get(a.execution.id)).toMatchObject({ start_at: later, due_at: later });
+    expect(byId.get(b.execution.id)?.start_at).toBeNull();
+    expect(byId.get(c.execution.id)?.start_at).toEqual(new Date(0));
+    for (const r of [byId.get(b.execution.id), byId.get(c.execution.id)]) expect(r?.due_at).toEqual(r?.created_at);
   });
 
   test('a leap second is read as the start of the next second', async () => {
