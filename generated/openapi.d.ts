@@ -456,8 +456,28 @@ export interface components {
             event_schemas: {
                 [key: string]: unknown;
             };
+            /** @description The schedule on which the workers also start executions of the task (its definition's `cron`), or null. */
+            cron: components["schemas"]["TaskCron"] | null;
             updated_at: components["schemas"]["Timestamp"];
             counts: components["schemas"]["TaskCounts"];
+        };
+        /**
+         * @description A task's cron schedule. At each fire time the workers serving the task start one execution of
+         *     it, with `start_at` set to the fire time and the idempotency key `cron:{task}:{fire time}`.
+         */
+        TaskCron: {
+            /**
+             * @description The cron pattern (five fields, or six with seconds first).
+             * @example 0 9 * * 1-5
+             */
+            pattern: string;
+            /**
+             * @description The IANA time zone the pattern is read in.
+             * @example Europe/Paris
+             */
+            timezone: string;
+            /** @description The next fire time after this request, or null when the pattern has no more. */
+            next_at: components["schemas"]["NullableTimestamp"];
         };
         /** @description The registered tasks. */
         TaskList: {
@@ -1300,6 +1320,7 @@ export interface operations {
                      *               ]
                      *             }
                      *           },
+                     *           "cron": null,
                      *           "updated_at": "2024-10-30T11:59:00.000Z",
                      *           "counts": {
                      *             "pending": 0,
@@ -1307,6 +1328,25 @@ export interface operations {
                      *             "waiting": 3,
                      *             "completed": 120,
                      *             "failed": 2,
+                     *             "cancelled": 0
+                     *           }
+                     *         },
+                     *         {
+                     *           "name": "nightly-report",
+                     *           "data_schema": null,
+                     *           "event_schemas": {},
+                     *           "cron": {
+                     *             "pattern": "0 3 * * *",
+                     *             "timezone": "Europe/Paris",
+                     *             "next_at": "2024-10-31T02:00:00.000Z"
+                     *           },
+                     *           "updated_at": "2024-10-30T11:59:00.000Z",
+                     *           "counts": {
+                     *             "pending": 0,
+                     *             "running": 0,
+                     *             "waiting": 0,
+                     *             "completed": 30,
+                     *             "failed": 0,
                      *             "cancelled": 0
                      *           }
                      *         }

@@ -13,6 +13,7 @@ export { defineTask, isTaskDefinition } from './engine/task';
 export type { TaskContext, TaskDefinition, TaskOptions } from './engine/task';
 export { NonRetryableError, EventTimeoutError, NonDeterminismError, LeaseLostError } from './engine/errors';
 export type { Duration } from './domain/duration';
+export type { CronTrigger } from './domain/cron';
 export type { RetryPolicy } from './domain/retry';
 export { Worker } from './engine/worker';
 export type { WorkerOptions, WorkerObserver } from './engine/worker';

@@ -2,7 +2,8 @@ import type { components } from '../../generated/openapi';
 import { EXECUTION_STATUSES, type ExecutionStatus } from '../domain/status';
 import type { ScheduledRecord } from '../store/executions';
 import type { ExecutionRecord, StepRecord } from '../store/rows';
-import type { TaskRecord } from '../store/tasks';
+import type { TaskCron, TaskRecord } from '../store/tasks';
+import { nextFireAfter } from '../domain/cron';
 
 type Schemas = components['schemas'];
 
@@ -65,12 +66,22 @@ export function toStep(s: StepRecord): Schemas['Step'] {
 }
 
 /** A registered task with its executions counted by status (every status present, zero when none). */
-export function toTask(t: TaskRecord, counts: ReadonlyMap<string, number>): Schemas['Task'] {
+/** A recorded schedule's next fire time; null when it has none, or when its record cannot be read. */
+function nextFireOrNull(cron: TaskCron, now: Date): Date | null {
+  try {
+    return nextFireAfter(cron, now);
+  } catch {
+    return null;
+  }
+}
+
+export function toTask(t: TaskRecord, counts: ReadonlyMap<string, number>, now = new Date()): Schemas['Task'] {
   const byStatus = Object.fromEntries(EXECUTION_STATUSES.map((s: ExecutionStatus) => [s, counts.get(s) ?? 0])) as Schemas['TaskCounts'];
   return {
     name: t.name,
     data_schema: t.dataSchema ?? null,
     event_schemas: t.eventSchemas ?? {},
+    cron: t.cron === null ? null : { pattern: t.cron.pattern, timezone: t.cron.timezone, next_at: isoOrNull(nextFireOrNull(t.cron, now)) },
     updated_at: t.updatedAt.toISOString(),
     counts: byStatus,
   };

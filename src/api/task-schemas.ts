@@ -1,6 +1,6 @@
 import type { EventEmitter } from 'node:events';
-import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020';
-import addFormats from 'ajv-formats';
+import type { ValidateFunction } from 'ajv';
+import { compileJsonSchema } from '../domain/json-schema';
 import { InvalidDataError, TaskNotRegisteredError } from '../errors';
 import { CHANNEL_TASKS } from '../store/channels';
 import type { Db } from '../store/db';
@@ -161,10 +161,7 @@ export class TaskSchemaCache {
     const key = JSON.stringify(schema);
     let validate = this.validators.get(key);
     if (!validate) {
-      // One Ajv per schema: worker schemas may reuse an $id, which a shared Ajv would refuse.
-      const ajv = new Ajv2020({ strict: false, allErrors: true });
-      addFormats(ajv);
-      validate = ajv.compile(schema as object);
+      validate = compileJsonSchema(schema as object);
       if (this.validators.size >= this.maxValidators) this.validators.delete(this.validators.keys().next().value as string);
       this.validators.set(key, validate);
     }

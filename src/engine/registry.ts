@@ -1,13 +1,14 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { parseCronTrigger, type CronSchedule } from '../domain/cron';
 import { resolveRetryPolicy, type ResolvedRetryPolicy } from '../domain/retry';
 import type { TaskRegistration } from '../store/tasks';
 import { isTaskDefinition, type TaskDefinition } from './task';
 
 /** The tasks one worker serves, by name, with their retry policies resolved once. */
 export class TaskRegistry {
-  private readonly tasks = new Map<string, { def: TaskDefinition; retry: ResolvedRetryPolicy }>();
+  private readonly tasks = new Map<string, { def: TaskDefinition; retry: ResolvedRetryPolicy; cron: CronSchedule | null }>();
 
   constructor(definitions: readonly TaskDefinition[] = []) {
     for (const def of definitions) this.add(def);
@@ -15,11 +16,17 @@ export class TaskRegistry {
 
   add(def: TaskDefinition): void {
     if (this.tasks.has(def.name)) throw new Error(`task ${def.name} is defined twice`);
-    this.tasks.set(def.name, { def, retry: resolveRetryPolicy(def.retry) });
+    const cron = def.cron === undefined ? null : parseCronTrigger(def.name, def.cron);
+    this.tasks.set(def.name, { def, retry: resolveRetryPolicy(def.retry), cron });
   }
 
   get(name: string): { def: TaskDefinition; retry: ResolvedRetryPolicy } | undefined {
     return this.tasks.get(name);
+  }
+
+  /** The tasks that run on a schedule, with their schedules. */
+  cronSchedules(): Array<{ task: string; schedule: CronSchedule }> {
+    return [...this.tasks.values()].flatMap(({ def, cron }) => (cron ? [{ task: def.name, schedule: cron }] : []));
   }
 
   names(): string[] {
@@ -32,11 +39,12 @@ export class TaskRegistry {
 
   /** What the database records for the API: names and JSON Schemas (TypeBox's symbols drop out). */
   toRegistrations(): TaskRegistration[] {
-    return [...this.tasks.values()].map(({ def, retry }) => ({
+    return [...this.tasks.values()].map(({ def, retry, cron }) => ({
       name: def.name,
       dataSchema: def.data ? JSON.parse(JSON.stringify(def.data)) : null,
       eventSchemas: JSON.parse(JSON.stringify(def.events ?? {})),
       retry,
+      cron: cron ? { pattern: cron.pattern, timezone: cron.timezone } : null,
     }));
   }
 }

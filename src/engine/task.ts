@@ -1,5 +1,7 @@
 import type { Static, TSchema, TUnknown } from '@sinclair/typebox';
+import { parseCronTrigger, type CronTrigger } from '../domain/cron';
 import type { Duration } from '../domain/duration';
+import { compileJsonSchema } from '../domain/json-schema';
 import type { RetryPolicy } from '../domain/retry';
 import type { Logger } from '../logger';
 
@@ -42,6 +44,11 @@ export interface TaskOptions<D extends TSchema, E extends Record<string, TSchema
   /** Schemas of the events the handler waits for, by name. */
   events?: E;
   retry?: Partial<RetryPolicy>;
+  /**
+   * Runs the task on a schedule as well: a cron pattern (UTC), or `{ pattern, timezone, data }`. Every
+   * worker serving the task fires it, and each fire time starts exactly one execution between them.
+   */
+  cron?: string | CronTrigger<Static<D>>;
   run(ctx: TaskContext<E>, data: Static<D>): Promise<R>;
 }
 
@@ -63,6 +70,14 @@ export function defineTask<D extends TSchema = TUnknown, E extends Record<string
     throw new TypeError(`task name ${JSON.stringify(options?.name)} must be 1-255 letters, digits or ._:- characters`);
   }
   if (typeof options.run !== 'function') throw new TypeError(`task ${options.name} needs a run(ctx, data) function`);
+  if (options.cron !== undefined) {
+    const { data } = parseCronTrigger(options.name, options.cron);
+    const validate = options.data ? compileJsonSchema(options.data) : undefined;
+    if (validate && !validate(data)) {
+      const why = (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}`).join('; ');
+      throw new TypeError(`task ${options.name}: cron data does not match the task's data schema: ${why}`);
+    }
+  }
   return Object.freeze({ ...options, [TASK_BRAND]: true as const });
 }
 

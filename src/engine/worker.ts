@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { computeRetryDelay, hasAttemptsLeft } from '../domain/retry';
 import type { Logger } from '../logger';
 import { CHANNEL_CANCEL, CHANNEL_WORK } from '../store/channels';
+import { CronFirer } from './cron';
 import type { Db } from '../store/db';
 import { LazyAbortController } from './abort';
 import { claimExecutionsBeforeCommit, completeAndClaimBeforeCommit, failExecution, releaseExecutions, renewLeases, returnUnstarted, type ClaimedExecution, type CompleteAndClaimResult, type Completion, type Lease } from '../store/leases';
@@ -115,6 +116,8 @@ export class Worker {
   private holdTimer: NodeJS.Timeout | undefined;
   private stopping: Promise<void> | undefined;
   private readonly localWakeTimers = new Set<NodeJS.Timeout>();
+  /** Fires the tasks that declared a cron schedule, when any did. */
+  private cron: CronFirer | undefined;
 
   constructor(private readonly options: WorkerOptions) {
     this.registry = new TaskRegistry(options.tasks);
@@ -193,6 +196,11 @@ export class Worker {
     this.renewTimer = setInterval(() => void this.renewHeldLeases(), Math.max(200, Math.floor(this.leaseMs / 3)));
     if (this.prefetch !== 0) this.holdTimer = setInterval(() => void this.handBackStale(), Math.max(50, Math.floor(this.prefetchHoldMs / 2)));
     this.loopDone = this.loop();
+    const schedules = this.registry.cronSchedules();
+    if (schedules.length > 0) {
+      this.cron = new CronFirer({ db: this.options.db, log: this.options.log, schedules });
+      this.cron.start();
+    }
     this.options.log.info({ workerId: this.id, tasks: this.taskNames, concurrency: this.concurrency }, 'worker started');
   }
 
@@ -209,7 +217,7 @@ export class Worker {
     }
     this.state = 'stopping';
     this.wake();
-    await this.loopDone;
+    await Promise.all([this.loopDone, this.cron?.stop()]);
     clearInterval(this.holdTimer);
     // Buffered executions never started: hand them straight back.
     await this.handBack(this.buffer.splice(0));

@@ -3,6 +3,7 @@ import * as m001 from './migrations/001-initial';
 import * as m002 from './migrations/002-due-by-task';
 import * as m003 from './migrations/003-running-apart';
 import * as m004 from './migrations/004-start-at';
+import * as m005 from './migrations/005-task-cron';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -15,6 +16,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['002-due-by-task', m002],
   ['003-running-apart', m003],
   ['004-start-at', m004],
+  ['005-task-cron', m005],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {

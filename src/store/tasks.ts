@@ -8,7 +8,15 @@ export interface TaskRecord {
   dataSchema: unknown;
   eventSchemas: Record<string, unknown>;
   retry: unknown;
+  /** The schedule the task runs on besides its scheduled executions, or null. */
+  cron: TaskCron | null;
   updatedAt: Date;
+}
+
+/** A task's cron trigger as recorded: the pattern and the IANA time zone it is read in. */
+export interface TaskCron {
+  pattern: string;
+  timezone: string;
 }
 
 interface TaskRow {
@@ -16,11 +24,12 @@ interface TaskRow {
   data_schema: unknown;
   event_schemas: Record<string, unknown>;
   retry: unknown;
+  cron: TaskCron | null;
   updated_at: Date;
 }
 
 function rowToTask(row: TaskRow): TaskRecord {
-  return { name: row.name, dataSchema: row.data_schema, eventSchemas: row.event_schemas ?? {}, retry: row.retry, updatedAt: row.updated_at };
+  return { name: row.name, dataSchema: row.data_schema, eventSchemas: row.event_schemas ?? {}, retry: row.retry, cron: row.cron ?? null, updatedAt: row.updated_at };
 }
 
 export interface TaskRegistration {
@@ -28,6 +37,7 @@ export interface TaskRegistration {
   dataSchema: unknown;
   eventSchemas: Record<string, unknown>;
   retry: unknown;
+  cron?: TaskCron | null;
 }
 
 /**
@@ -38,17 +48,18 @@ export async function upsertTasks(db: Db, tasks: readonly TaskRegistration[]): P
   if (tasks.length === 0) return;
   await queryRows(
     db,
-    `INSERT INTO stepwise.tasks (name, data_schema, event_schemas, retry, updated_at)
-     SELECT * , now() FROM unnest(?::text[], ?::jsonb[], ?::jsonb[], ?::jsonb[])
+    `INSERT INTO stepwise.tasks (name, data_schema, event_schemas, retry, cron, updated_at)
+     SELECT * , now() FROM unnest(?::text[], ?::jsonb[], ?::jsonb[], ?::jsonb[], ?::jsonb[])
      ON CONFLICT (name) DO UPDATE
        SET data_schema = EXCLUDED.data_schema, event_schemas = EXCLUDED.event_schemas,
-           retry = EXCLUDED.retry, updated_at = now()
+           retry = EXCLUDED.retry, cron = EXCLUDED.cron, updated_at = now()
      RETURNING pg_notify('${CHANNEL_TASKS}', name) IS NULL AS _n`,
     [
       tasks.map((t) => t.name),
       tasks.map((t) => toJsonb(t.dataSchema ?? null)),
       tasks.map((t) => toJsonb(t.eventSchemas ?? {})),
       tasks.map((t) => toJsonb(t.retry ?? null)),
+      tasks.map((t) => (t.cron ? toJsonb(t.cron) : null)),
     ],
   );
 }

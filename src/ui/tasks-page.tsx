@@ -86,6 +86,12 @@ function TaskCard({ task, now }: { task: Task; now: number }) {
           </tr>
         </tbody>
       </table>
+      {task.cron && (
+        <p data-testid="task-cron">
+          Runs on <code>{task.cron.pattern}</code> ({task.cron.timezone}); next{' '}
+          {task.cron.next_at ? <Instant iso={task.cron.next_at} now={now} /> : <span class="muted">never</span>}
+        </p>
+      )}
       <p class="muted small">
         Registered <Instant iso={task.updated_at} now={now} relative />
       </p>

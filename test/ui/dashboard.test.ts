@@ -58,6 +58,14 @@ const quick = defineTask({
   },
 });
 
+const newYear = defineTask({
+  name: 'ui-new-year',
+  cron: { pattern: '0 0 1 1 *', timezone: 'Asia/Tokyo' },
+  async run() {
+    return 'happy new year';
+  },
+});
+
 const doomed = defineTask({
   name: 'ui-doomed',
   async run() {
@@ -98,7 +106,7 @@ beforeAll(async () => {
   }
   mkdirSync(SCREENSHOTS, { recursive: true });
   t = await startTestApi({ tokens: [TOKEN], basePath: BASE_PATH });
-  worker = await startWorker(t.t, [approval, cooldown, quick, doomed] as never);
+  worker = await startWorker(t.t, [approval, cooldown, quick, doomed, newYear] as never);
   const held = await t.client.schedule('ui-approval', { orderId: 'A-1001', hold: true });
   const sleeping = await t.client.schedule('ui-cooldown', { minutes: 30 });
   const q = await t.client.schedule('ui-quick');
@@ -289,6 +297,14 @@ describe('dashboard in headless Chromium', () => {
     await expect(t.client.get(id)).resolves.toMatchObject({ task: 'ui-cooldown', data: { minutes: 5 } });
     await page.goto(`${t.api.url}/ui#/tasks`);
     await page.getByTestId('task-ui-approval').waitFor();
+    // A task with a cron schedule says so, with its next fire time (Tokyo's midnight is 15:00 UTC the day before).
+    const thisYear = new Date().getUTCFullYear();
+    const year = Date.now() < Date.UTC(thisYear, 11, 31, 15) ? thisYear : thisYear + 1;
+    const nextNewYear = `${year}-12-31 15:00:00 UTC`;
+    await expect(page.getByTestId('task-ui-new-year').getByTestId('task-cron').textContent()).resolves.toBe(
+      `Runs on 0 0 1 1 * (Asia/Tokyo); next ${nextNewYear}`,
+    );
+    await expect(page.getByTestId('task-ui-quick').getByTestId('task-cron').count()).resolves.toBe(0);
     await screenshot('tasks');
     await page.goto(`${t.api.url}/ui#/executions`);
     await rowStatus(id).filter({ hasText: 'waiting' }).waitFor();
