@@ -13,9 +13,11 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { registerTask, uniqueTask } from '../helpers/simulated-worker';
 import { createTcpProxy, type TcpProxy } from '../helpers/tcp-proxy';
 import { waitUntil } from '../helpers/wait-until';
-import { startWorker } from '../helpers/worker';
+import { quietLog, startWorker } from '../helpers/worker';
 import { insertExecutions } from '../../src/store/executions';
 import { RetentionSweeper } from '../../src/engine/retention';
+import { CronFirer, cronKey } from '../../src/engine/cron';
+import { nextFireAfter } from '../../src/domain/cron';
 import { queryRows } from '../../src/store/db';
 
 let t: TestDatabase;
@@ -219,6 +221,30 @@ describe('retention sweeper', () => {
     } finally {
       await proxy.start();
       await sweeper.stop();
+    }
+  });
+});
+
+describe('cron', () => {
+  test('a fire time that meets the database down is scheduled once it is back, before the next one', async () => {
+    const task = uniqueTask('cron-outage');
+    const schedule = { pattern: '*/5 * * * * *', timezone: 'UTC', data: null };
+    const fired: Array<{ at: Date; created: boolean }> = [];
+    const firer = new CronFirer({ db: proxiedDb, log: quietLog, schedules: [{ task, schedule }], onFired: (_, at, created) => fired.push({ at, created }) });
+    const fireAt = nextFireAfter(schedule, new Date()) as Date;
+    await proxy.stop();
+    firer.start();
+    try {
+      await new Promise((r) => setTimeout(r, Math.max(0, fireAt.getTime() - Date.now()) + 1000));
+      expect(fired).toEqual([]);
+      await proxy.start();
+      await waitUntil(() => fired.length > 0, 'the fire to land', 10_000);
+      expect(fired[0]).toEqual({ at: fireAt, created: true });
+      const rows = await queryRows<{ start_at: Date }>(t.db, 'SELECT start_at FROM stepwise.executions WHERE idempotency_key = ?', [cronKey(task, fireAt)]);
+      expect(rows).toEqual([{ start_at: fireAt }]);
+    } finally {
+      await proxy.start();
+      await firer.stop();
     }
   });
 });
