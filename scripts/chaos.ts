@@ -113,6 +113,7 @@ async function main(): Promise<void> {
   cleanup = shutdown;
   process.once('SIGINT', () => void shutdown().then(() => process.exit(130)));
 
+  const workersFrom = Date.now();
   await Promise.all([api.start(), ...workers.map((w) => w.start())]);
   say(`api on port ${port} and 2 workers ready (${workers.map((w) => `${w.startupMs[0]} ms`).join(', ')} to start)`);
 
@@ -189,12 +190,13 @@ async function main(): Promise<void> {
   await Promise.all([...restarts]);
   say(`driving done in ${(driveMs / 1000).toFixed(1)} s; stopping processes`);
   await Promise.all(workers.map((w) => w.stop()));
+  const workersTo = Date.now();
   await api.stop();
   for (const p of all) p.close();
   compiled?.remove();
 
   const verifyStarted = Date.now();
-  const verification = await verifyRun(url, runId, plans, driven, effectsDir);
+  const verification = await verifyRun(url, runId, plans, driven, effectsDir, { from: workersFrom, to: workersTo });
   const verifyMs = Date.now() - verifyStarted;
   const violationTotal = Object.values(verification.violationCounts).reduce((a, b) => a + b, 0);
   const report = {
@@ -237,7 +239,7 @@ function printReport(r: {
   durations: { totalMs: number; drivingMs: number; executionsPerSecond: number };
   faults: { workerKills: number; workerRestartFailures: number; databaseRestarts: unknown[]; apiKills: Array<{ openLongPolls: number; backAfterMs: number }> };
   client: { retries: number; scheduleRepeats: number; eventsDelivered: number; cancelsSent: number };
-  counts: { byStatus: Record<string, number>; stepRecords: number; sideEffectLines: number; unrecordedReruns: number; multiAttempt: number };
+  counts: { byStatus: Record<string, number>; stepRecords: number; sideEffectLines: number; unrecordedReruns: number; multiAttempt: number; cronFires: number; cronSeconds: number };
   violationCounts: Record<string, number>;
   violations: string[];
   ok: boolean;
@@ -256,6 +258,7 @@ function printReport(r: {
   line('executions run on > 1 attempt', r.counts.multiAttempt);
   line('step records / side-effect lines', `${r.counts.stepRecords} / ${r.counts.sideEffectLines}`);
   line('unrecorded re-runs (allowed)', r.counts.unrecordedReruns);
+  line('cron fire times started (<= 1 per second)', `${r.counts.cronFires} in ${r.counts.cronSeconds} s`);
   line('violations', Object.entries(r.violationCounts).map(([k, v]) => `${k} ${v}`).join(', ') || 0);
   for (const v of r.violations.slice(0, 20)) process.stdout.write(`    ${v}\n`);
   process.stdout.write(`  ${r.ok ? 'PASS' : 'FAIL'}; report: ${path.relative(process.cwd(), file)}\n`);

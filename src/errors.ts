@@ -170,6 +170,15 @@ export function isDatabaseUnavailable(err: unknown): boolean {
 }
 
 /**
+ * True for PostgreSQL's deadlock_detected and serialization_failure: the statement was rolled back
+ * whole because of what concurrent transactions did, and running it again is the documented remedy.
+ */
+export function isTransientConflict(err: unknown): boolean {
+  const code = err && typeof err === 'object' ? (err as { code?: unknown }).code : undefined;
+  return code === '40P01' || code === '40001';
+}
+
+/**
  * What a log line may say about an unexpected error: its type, its SQLSTATE when it came from
  * PostgreSQL, and its message without the SQL text knex prefixes to query errors. Never the stack.
  */

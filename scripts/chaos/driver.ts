@@ -103,7 +103,8 @@ export class ChaosDriver {
     const result: DrivenResult = { plan };
     const started = Date.now();
     try {
-      const scheduled = await this.retrying(() => this.client.schedule(plan.task, plan.data, { idempotencyKey: plan.idempotencyKey }));
+      const startAt = () => (plan.startAfterMs === undefined ? undefined : new Date(Date.now() + plan.startAfterMs));
+      const scheduled = await this.retrying(() => this.client.schedule(plan.task, plan.data, { idempotencyKey: plan.idempotencyKey, startAt: startAt() }));
       result.id = scheduled.execution_id;
       this.stats.scheduled += 1;
       if (!scheduled.created) this.stats.scheduleRepeats += 1;

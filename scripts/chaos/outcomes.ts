@@ -1,7 +1,7 @@
 // What `make chaos` schedules, and what each execution must end as: a pure function of its data,
 // written independently of the tasks (scripts/chaos/tasks.ts) so that the check is not a tautology.
 
-export type ChaosKind = 'steps' | 'sleep' | 'event' | 'event-timeout' | 'flaky' | 'fail' | 'exhaust' | 'cancel' | 'slow';
+export type ChaosKind = 'steps' | 'delayed' | 'sleep' | 'event' | 'event-timeout' | 'flaky' | 'fail' | 'exhaust' | 'cancel' | 'slow';
 
 export interface ChaosData {
   n: number;
@@ -18,6 +18,8 @@ export interface PlannedExecution {
   idempotencyKey: string;
   /** For `cancel`: how long after scheduling the driver cancels. */
   cancelAfterMs?: number;
+  /** For `delayed`: scheduled with `start_at` this long after the schedule request. */
+  startAfterMs?: number;
 }
 
 export interface ExpectedOutcome {
@@ -39,7 +41,8 @@ export function createRandom(seed: number): () => number {
 }
 
 const MIX: ReadonlyArray<readonly [ChaosKind, number]> = [
-  ['steps', 26],
+  ['steps', 20],
+  ['delayed', 6],
   ['sleep', 12],
   ['event', 15],
   ['event-timeout', 5],
@@ -52,6 +55,7 @@ const MIX: ReadonlyArray<readonly [ChaosKind, number]> = [
 
 const TASKS: Record<ChaosKind, string> = {
   steps: 'chaos.steps',
+  delayed: 'chaos.steps',
   sleep: 'chaos.sleep',
   event: 'chaos.event',
   'event-timeout': 'chaos.event-timeout',
@@ -72,7 +76,12 @@ export function planExecutions(count: number, seed: number, runId: string): Plan
     const kind = (MIX.find(([, w]) => (pick -= w) < 0) ?? MIX[0])[0];
     const data: ChaosData = { n: int(1, 1_000_000) };
     let cancelAfterMs: number | undefined;
+    let startAfterMs: number | undefined;
     if (kind === 'steps') data.steps = int(2, 6);
+    if (kind === 'delayed') {
+      data.steps = int(2, 4);
+      startAfterMs = int(100, 2000);
+    }
     if (kind === 'sleep') data.ms = int(200, 1500);
     if (kind === 'event-timeout') data.ms = int(300, 1500);
     if (kind === 'flaky') data.failTimes = int(1, 2);
@@ -81,7 +90,7 @@ export function planExecutions(count: number, seed: number, runId: string): Plan
       data.ms = int(0, 400);
       cancelAfterMs = int(0, 1500);
     }
-    return { index, kind, task: TASKS[kind], data, idempotencyKey: `${runId}-${index}`, cancelAfterMs };
+    return { index, kind, task: TASKS[kind], data, idempotencyKey: `${runId}-${index}`, cancelAfterMs, startAfterMs };
   });
 }
 
@@ -92,7 +101,8 @@ export const eventPayload = (data: ChaosData) => ({ v: data.n * 7 });
 export function expectedOutcome(p: PlannedExecution): ExpectedOutcome {
   const { n } = p.data;
   switch (p.kind) {
-    case 'steps': {
+    case 'steps':
+    case 'delayed': {
       let sum = 0;
       for (let i = 1; i <= (p.data.steps ?? 3); i++) sum += n * i;
       return { status: 'completed', output: { n, sum } };
@@ -120,6 +130,7 @@ export function expectedOutcome(p: PlannedExecution): ExpectedOutcome {
 export function expectedSteps(p: PlannedExecution): string[] {
   switch (p.kind) {
     case 'steps':
+    case 'delayed':
       return Array.from({ length: p.data.steps ?? 3 }, (_, i) => `s${i + 1}`);
     case 'sleep':
     case 'event':
@@ -136,3 +147,8 @@ export function expectedSteps(p: PlannedExecution): string[] {
       return ['one', 'two'];
   }
 }
+
+/** The cron task every chaos worker serves (see scripts/chaos/tasks.ts): it fires every second. */
+export const CRON_TASK = 'chaos.tick';
+/** What each of its executions returns. */
+export const CRON_OUTPUT = 'tick';

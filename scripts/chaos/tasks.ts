@@ -156,3 +156,12 @@ export const slow = defineTask({
     return { n: data.n, b };
   },
 });
+
+/** Fired every second by every worker (they are killed and restarted all along): one execution per second at most. */
+export const tick = defineTask({
+  name: 'chaos.tick',
+  cron: '* * * * * *',
+  async run(ctx) {
+    return ctx.step('tick', () => 'tick');
+  },
+});

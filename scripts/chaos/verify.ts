@@ -4,7 +4,7 @@ import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import pg from 'pg';
 import type { DrivenResult } from './driver';
-import { expectedOutcome, expectedSteps, type PlannedExecution } from './outcomes';
+import { CRON_OUTPUT, CRON_TASK, expectedOutcome, expectedSteps, type PlannedExecution } from './outcomes';
 
 export interface Verification {
   violations: string[];
@@ -19,6 +19,9 @@ export interface Verification {
     unrecordedReruns: number;
     /** Executions that ran on more than one attempt. */
     multiAttempt: number;
+    /** Executions the cron task's fire times started, and the seconds the workers ran (at most one each). */
+    cronFires: number;
+    cronSeconds: number;
   };
 }
 
@@ -51,6 +54,8 @@ export async function verifyRun(
   plans: readonly PlannedExecution[],
   driven: readonly DrivenResult[],
   effectsDir: string,
+  /** When the workers were started, and when all of them had stopped (epoch ms): the cron task's window. */
+  workersRan: { from: number; to: number },
 ): Promise<Verification> {
   const violations: string[] = [];
   const violationCounts: Record<string, number> = {};
@@ -70,17 +75,33 @@ export async function verifyRun(
       error: { type: string; message: string; retryable: boolean } | null;
       attempt: number;
       completed_at: Date | null;
-    }>('SELECT id, task, idempotency_key, status, output, error, attempt, completed_at FROM stepwise.executions');
+      start_at: Date | null;
+      started_at: Date | null;
+    }>('SELECT id, task, idempotency_key, status, output, error, attempt, completed_at, start_at, started_at FROM stepwise.executions');
     const { rows: steps } = await client.query<{ execution_id: string; name: string; kind: string; completed: boolean; result: { run?: string } | null; completed_at: Date | null }>(
       'SELECT execution_id, name, kind, completed, result, completed_at FROM stepwise.steps',
     );
 
     // Nothing lost, nothing duplicated: exactly one execution per planned idempotency key, and no other.
     const byKey = new Map<string, (typeof executions)[number][]>();
+    let cronFires = 0;
     for (const e of executions) {
+      if (e.task === CRON_TASK) {
+        cronFires += 1;
+        // One execution per fire time, keyed by it; finished unless it was due as the workers stopped.
+        const key = e.start_at ? `cron:${CRON_TASK}:${e.start_at.toISOString()}` : undefined;
+        if (e.idempotency_key !== key) violate('cron-key', `${e.id} has key ${e.idempotency_key}, start_at ${e.start_at?.toISOString()}`);
+        if (e.start_at && e.start_at.getMilliseconds() !== 0) violate('cron-time', `${e.id} fired for ${e.start_at.toISOString()}, not a whole second`);
+        const late = e.start_at !== null && e.start_at.getTime() > workersRan.to - 5000;
+        if (e.status !== 'completed' && !late) violate('cron-stuck', `${e.id} (fire time ${e.start_at?.toISOString()}) is ${e.status}`);
+        if (e.status === 'completed' && e.output !== CRON_OUTPUT) violate('cron-output', `${e.id} output ${JSON.stringify(e.output)}`);
+        continue;
+      }
       if (!e.idempotency_key?.startsWith(`${runId}-`)) violate('stray', `execution ${e.id} has no key of this run (${e.idempotency_key})`);
       else byKey.set(e.idempotency_key, [...(byKey.get(e.idempotency_key) ?? []), e]);
     }
+    const cronTimes = executions.filter((e) => e.task === CRON_TASK && e.start_at).map((e) => e.start_at!.getTime());
+    if (new Set(cronTimes).size !== cronTimes.length) violate('cron-duplicated', `${cronTimes.length - new Set(cronTimes).size} fire times started more than once`);
     const byStatus: Record<string, number> = {};
     let multiAttempt = 0;
     const stepsByExecution = new Map<string, typeof steps>();
@@ -99,6 +120,12 @@ export async function verifyRun(
       byStatus[e.status] = (byStatus[e.status] ?? 0) + 1;
       if (e.attempt > 1) multiAttempt += 1;
       if (e.task !== plan.task) violate('wrong-task', `${e.id} is ${e.task}, planned ${plan.task}`);
+      if (plan.kind === 'delayed') {
+        if (!e.start_at) violate('start-at-lost', `${e.id} was scheduled with start_at but has none`);
+        else if (e.started_at && e.started_at.getTime() < e.start_at.getTime()) {
+          violate('started-early', `${e.id} started ${e.started_at.toISOString()}, before its start_at ${e.start_at.toISOString()}`);
+        }
+      }
       const expected = expectedOutcome(plan);
       if (!['completed', 'failed', 'cancelled'].includes(e.status)) {
         violate('stuck', `${e.id} (${plan.kind}) is still ${e.status}`);
@@ -143,18 +170,23 @@ export async function verifyRun(
     // before recording), and the recorded result is one of the runs in the log.
     const effects = readSideEffects(effectsDir);
     const runsByStep = new Map<string, EffectLine[]>();
+    const startAtById = new Map(executions.filter((e) => e.start_at).map((e) => [e.id, e.start_at!.getTime()]));
     for (const line of effects) {
       if (!plansById.has(line.executionId)) {
         violate('stray-effect', `side effect for unknown execution ${line.executionId}`);
         continue;
       }
+      const startAt = startAtById.get(line.executionId);
+      if (startAt !== undefined && line.at < startAt) violate('started-early', `${line.executionId} ran step ${line.step} at ${new Date(line.at).toISOString()}, before its start_at`);
       const key = `${line.executionId} ${line.step}`;
       runsByStep.set(key, [...(runsByStep.get(key) ?? []), line]);
     }
     let unrecordedReruns = 0;
     let stepRecords = 0;
+    const cronIds = new Set(executions.filter((e) => e.task === CRON_TASK).map((e) => e.id));
     for (const s of steps) {
-      if (s.kind !== 'step' || !s.completed || !s.completed_at) continue;
+      // The cron task's step has no side effect to log; its executions were checked above.
+      if (s.kind !== 'step' || !s.completed || !s.completed_at || cronIds.has(s.execution_id)) continue;
       stepRecords += 1;
       const runs = runsByStep.get(`${s.execution_id} ${s.name}`) ?? [];
       const recordedRun = s.result?.run;
@@ -168,7 +200,16 @@ export async function verifyRun(
     return {
       violations,
       violationCounts,
-      counts: { executions: executions.length, byStatus, stepRecords, sideEffectLines: effects.length, unrecordedReruns, multiAttempt },
+      counts: {
+        executions: executions.length,
+        byStatus,
+        stepRecords,
+        sideEffectLines: effects.length,
+        unrecordedReruns,
+        multiAttempt,
+        cronFires,
+        cronSeconds: Math.floor((workersRan.to - workersRan.from) / 1000),
+      },
     };
   } finally {
     await client.end();

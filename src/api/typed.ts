@@ -1,6 +1,7 @@
 import type Router from '@koa/router';
 import type { Middleware } from 'koa';
 import type { operations } from '../../generated/openapi';
+import { isTransientConflict } from '../errors';
 import type { CompiledSpec } from './spec';
 import { readJsonBody } from './request-body';
 import { validateRequest } from './validation';
@@ -42,6 +43,26 @@ export interface HandlerInput<K extends OperationId> {
 
 export type Handler<K extends OperationId> = (input: HandlerInput<K>) => Promise<HandlerResult<K>>;
 
+/** Runs of a handler when PostgreSQL rolls its statement back for a deadlock or a serialization failure. */
+const CONFLICT_ATTEMPTS = 3;
+
+/**
+ * Runs a handler again when its statement lost a deadlock (or a serialization conflict): the
+ * statement was rolled back whole, and every handler writes in one statement, so running it again is
+ * safe. A cancel whose row another transaction held could otherwise answer 500 for a conflict that
+ * running it again resolves. The last conflict is thrown, and answers 500.
+ */
+async function retryingConflicts<T>(run: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (err) {
+      if (!isTransientConflict(err) || attempt >= CONFLICT_ATTEMPTS) throw err;
+      await new Promise((r) => setTimeout(r, 10 + Math.random() * 40 * attempt));
+    }
+  }
+}
+
 /** What every route needs besides its handler. */
 export interface RouteOptions {
   spec: CompiledSpec;
@@ -66,7 +87,7 @@ export function addOperation<K extends OperationId>(router: Router<ApiState>, op
     validateRequest(op),
     async (ctx: ApiContext) => {
       const input = ctx.state.input as NonNullable<ApiState['input']>;
-      const result = await handler({ params: input.params, query: input.query, body: input.body, ctx } as HandlerInput<K>);
+      const result = await retryingConflicts(() => handler({ params: input.params, query: input.query, body: input.body, ctx } as HandlerInput<K>));
       ctx.status = result.status as number;
       if (result.contentType) ctx.type = result.contentType;
       ctx.body = result.body;

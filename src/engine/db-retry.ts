@@ -1,9 +1,9 @@
-import { isDatabaseUnavailable } from '../errors';
+import { isDatabaseUnavailable, isTransientConflict } from '../errors';
 import { StoreUnavailableError } from './errors';
 
 /**
- * Retries `fn` while the database is unreachable (a restart, a failover), with jittered exponential
- * backoff, until `deadline` (epoch ms). Any other error, or an abort, is thrown at once; an outage
+ * Retries `fn` while the database is unreachable (a restart, a failover), or while its statement loses
+ * deadlocks to concurrent ones, with jittered exponential backoff, until `deadline` (epoch ms). Any other error, or an abort, is thrown at once; an outage
  * that outlasts the deadline is thrown as StoreUnavailableError, so callers can tell it from a
  * handler's own failure.
  */
@@ -13,7 +13,8 @@ export async function retryWhileUnavailable<T>(fn: () => Promise<T>, deadline: n
     try {
       return await fn();
     } catch (err) {
-      if (!isDatabaseUnavailable(err) || signal?.aborted) throw err;
+      // A deadlock or serialization failure rolled the statement back whole: running it again is safe too.
+      if (!(isDatabaseUnavailable(err) || isTransientConflict(err)) || signal?.aborted) throw err;
       if (Date.now() + delay > deadline) throw new StoreUnavailableError(err);
       await new Promise((r) => setTimeout(r, delay / 2 + Math.random() * (delay / 2)));
       delay = Math.min(delay * 2, 3000);
