@@ -458,6 +458,8 @@ export interface components {
             };
             /** @description The schedule on which the workers also start executions of the task (its definition's `cron`), or null. */
             cron: components["schemas"]["TaskCron"] | null;
+            /** @description At most this many executions of the task run at once over all workers (its definition's `concurrency.limit`); the others stay `pending` until one finishes, sleeps or waits for an event. Null for no limit. */
+            concurrency_limit: number | null;
             updated_at: components["schemas"]["Timestamp"];
             counts: components["schemas"]["TaskCounts"];
         };
@@ -1321,6 +1323,7 @@ export interface operations {
                      *             }
                      *           },
                      *           "cron": null,
+                     *           "concurrency_limit": null,
                      *           "updated_at": "2024-10-30T11:59:00.000Z",
                      *           "counts": {
                      *             "pending": 0,
@@ -1340,6 +1343,7 @@ export interface operations {
                      *             "timezone": "Europe/Paris",
                      *             "next_at": "2024-10-31T02:00:00.000Z"
                      *           },
+                     *           "concurrency_limit": 1,
                      *           "updated_at": "2024-10-30T11:59:00.000Z",
                      *           "counts": {
                      *             "pending": 0,

@@ -82,6 +82,7 @@ export function toTask(t: TaskRecord, counts: ReadonlyMap<string, number>, now =
     data_schema: t.dataSchema ?? null,
     event_schemas: t.eventSchemas ?? {},
     cron: t.cron === null ? null : { pattern: t.cron.pattern, timezone: t.cron.timezone, next_at: isoOrNull(nextFireOrNull(t.cron, now)) },
+    concurrency_limit: t.concurrencyLimit,
     updated_at: t.updatedAt.toISOString(),
     counts: byStatus,
   };

@@ -24,6 +24,11 @@ export class TaskRegistry {
     return this.tasks.get(name);
   }
 
+  /** The concurrency limit of each task that declared one. */
+  limits(): Map<string, number> {
+    return new Map([...this.tasks.values()].flatMap(({ def }) => (def.concurrency ? [[def.name, def.concurrency.limit] as const] : [])));
+  }
+
   /** The tasks that run on a schedule, with their schedules. */
   cronSchedules(): Array<{ task: string; schedule: CronSchedule }> {
     return [...this.tasks.values()].flatMap(({ def, cron }) => (cron ? [{ task: def.name, schedule: cron }] : []));
@@ -45,6 +50,7 @@ export class TaskRegistry {
       eventSchemas: JSON.parse(JSON.stringify(def.events ?? {})),
       retry,
       cron: cron ? { pattern: cron.pattern, timezone: cron.timezone } : null,
+      concurrencyLimit: def.concurrency?.limit ?? null,
     }));
   }
 }

@@ -49,6 +49,11 @@ export interface TaskOptions<D extends TSchema, E extends Record<string, TSchema
    * worker serving the task fires it, and each fire time starts exactly one execution between them.
    */
   cron?: string | CronTrigger<Static<D>>;
+  /**
+   * At most `limit` executions of the task run at once over all workers (the rest stay pending until
+   * one finishes, sleeps or waits for an event), to spare a rate-limited API or a small database.
+   */
+  concurrency?: { limit: number };
   run(ctx: TaskContext<E>, data: Static<D>): Promise<R>;
 }
 
@@ -70,6 +75,12 @@ export function defineTask<D extends TSchema = TUnknown, E extends Record<string
     throw new TypeError(`task name ${JSON.stringify(options?.name)} must be 1-255 letters, digits or ._:- characters`);
   }
   if (typeof options.run !== 'function') throw new TypeError(`task ${options.name} needs a run(ctx, data) function`);
+  if (options.concurrency !== undefined) {
+    const limit = (options.concurrency as { limit?: unknown } | null)?.limit;
+    if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1) {
+      throw new TypeError(`task ${options.name}: concurrency must be { limit } with a whole number of at least 1`);
+    }
+  }
   if (options.cron !== undefined) {
     const { data } = parseCronTrigger(options.name, options.cron);
     const validate = options.data ? compileJsonSchema(options.data) : undefined;

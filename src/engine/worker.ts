@@ -5,7 +5,7 @@ import { CHANNEL_CANCEL, CHANNEL_WORK } from '../store/channels';
 import { CronFirer } from './cron';
 import type { Db } from '../store/db';
 import { LazyAbortController } from './abort';
-import { claimExecutionsBeforeCommit, completeAndClaimBeforeCommit, failExecution, releaseExecutions, renewLeases, returnUnstarted, type ClaimedExecution, type CompleteAndClaimResult, type Completion, type Lease } from '../store/leases';
+import { claimExecutionsBeforeCommit, claimLimitedExecutions, completeAndClaimBeforeCommit, failExecution, releaseExecutions, renewLeases, returnUnstarted, type ClaimedExecution, type CompleteAndClaimResult, type Completion, type Lease } from '../store/leases';
 import { NotificationListener } from '../store/listener';
 import type { StepKind } from '../store/rows';
 import { loadSteps, recordStepResults, stepKey, type StepResult } from '../store/steps';
@@ -89,6 +89,10 @@ export class Worker {
   private readonly registry: TaskRegistry;
   /** The tasks this worker claims, computed once: every claim sends them. */
   private readonly taskNames: readonly string[];
+  /** The tasks claimed together, in one statement: those without a concurrency limit. */
+  private readonly freeTaskNames: readonly string[];
+  /** Tasks with a concurrency limit, each claimed in a locked transaction of its own (claimLimitedExecutions). */
+  private readonly limits: ReadonlyMap<string, number>;
   private readonly active = new Map<string, Active>();
   private readonly listener: NotificationListener;
   private readonly completions: GroupCommitter<Completion, boolean>;
@@ -122,6 +126,8 @@ export class Worker {
   constructor(private readonly options: WorkerOptions) {
     this.registry = new TaskRegistry(options.tasks);
     this.taskNames = this.registry.names();
+    this.limits = this.registry.limits();
+    this.freeTaskNames = this.taskNames.filter((name) => !this.limits.has(name));
     this.concurrency = options.concurrency ?? 32;
     this.prefetch = options.prefetch;
     this.prefetchHoldMs = options.prefetchHoldMs ?? 1000;
@@ -301,7 +307,7 @@ export class Worker {
       this.reserved += free;
       try {
         // Handlers start while the claim's commit is being flushed (see claimExecutionsBeforeCommit).
-        const claim = await claimExecutionsBeforeCommit(this.options.db, this.taskNames, free, this.leaseMs);
+        const claim = await claimExecutionsBeforeCommit(this.options.db, this.freeTaskNames, free, this.leaseMs);
         claimed = claim.claimed;
         committed = claim.committed.catch((err: Error) => this.claimNotCommitted(claim.claimed, err));
         backoff = 100;
@@ -316,9 +322,39 @@ export class Worker {
       }
       await this.accept(claimed, claimSentAt, committed);
       if (this.state !== 'running') break;
+      // Tasks with a concurrency limit take what is left, each within its limit.
+      const taken = claimed.length + (this.limits.size > 0 && claimed.length < free ? await this.claimLimited() : 0);
       // A full batch means more may be due: claim again at once.
-      if (claimed.length < free) await this.idleWait(this.pollIntervalMs);
+      if (taken < free) await this.idleWait(this.pollIntervalMs);
     }
+  }
+
+  /**
+   * Claims executions of the tasks with a concurrency limit into the free slots, one task at a time
+   * (see claimLimitedExecutions); returns how many it claimed. A failure is logged and ends the round:
+   * the next wake-up or poll tries again.
+   */
+  private async claimLimited(): Promise<number> {
+    let taken = 0;
+    for (const [task, cap] of this.limits) {
+      const room = this.freeSlots();
+      if (room <= 0 || this.state !== 'running') break;
+      const claimSentAt = Date.now();
+      this.reserved += room;
+      let claimed: ClaimedExecution[];
+      try {
+        claimed = await claimLimitedExecutions(this.options.db, task, cap, room, this.leaseMs);
+      } catch (err) {
+        this.options.observer?.databaseError?.();
+        this.options.log.warn({ err: (err as Error).message, task }, 'claim failed');
+        break;
+      } finally {
+        this.reserved -= room;
+      }
+      await this.accept(claimed, claimSentAt);
+      taken += claimed.length;
+    }
+    return taken;
   }
 
   /**
@@ -337,14 +373,15 @@ export class Worker {
     let result: CompleteAndClaimResult;
     try {
       // The claimed handlers start while the commit is flushed, as a loop claim's do.
-      result = await completeAndClaimBeforeCommit(this.options.db, items, this.taskNames, limit, this.leaseMs);
+      result = await completeAndClaimBeforeCommit(this.options.db, items, this.freeTaskNames, limit, this.leaseMs);
     } finally {
       this.reserved -= limit;
     }
     const claimed = result.claimed;
     await this.accept(claimed, claimSentAt, result.committed.catch((err: Error) => this.claimNotCommitted(claimed, err)));
-    // More may be due after a full batch, or after work announced while the statement ran.
-    if ((limit > 0 && claimed.length === limit) || seq !== this.workSeq) this.wake();
+    // More may be due after a full batch, or after work announced while the statement ran; and tasks
+    // with a concurrency limit, which this statement does not claim, may have room now.
+    if ((limit > 0 && claimed.length === limit) || seq !== this.workSeq || this.limits.size > 0) this.wake();
     // The completions are durable only now; a failed commit fails them all (their callers retry).
     await result.committed;
     return items.map((i) => result.completed.has(i.id));

@@ -86,6 +86,17 @@ export async function preparedRows<T>(db: Knex, name: string, text: string, valu
   }
 }
 
+/** Runs `fn` on one connection of the knex pool, for work that spans several statements on it. */
+export async function withConnection<T>(db: Knex, fn: (connection: pg.ClientBase) => Promise<T>): Promise<T> {
+  const client = db.client as unknown as PoolClient;
+  const connection = await client.acquireConnection();
+  try {
+    return await fn(connection);
+  } finally {
+    await client.releaseConnection(connection);
+  }
+}
+
 /** Most rows an Execute may return; more would suspend the portal (never reached by our statements). */
 const ALL_ROWS = 2 ** 31 - 1;
 

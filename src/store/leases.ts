@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { preparedRows, preparedRowsBeforeCommit, queryRows, type Db } from './db';
+import { preparedRows, preparedRowsBeforeCommit, queryRows, withConnection, type Db } from './db';
 import { CHANNEL_CHANGED, CHANNEL_WORK } from './channels';
 import { toJsonb, type ExecutionError, type ExecutionRecord, type ExecutionRow } from './rows';
 
@@ -55,6 +55,41 @@ export async function claimExecutionsBeforeCommit(
   const statements = claimStatements(tasks);
   const { rows, commit } = await preparedRowsBeforeCommit<ClaimRow>(db, statements.claimName, statements.claimSql, [limit, leaseMs / 1000]);
   return { claimed: rows.map(toClaimed), committed: commit };
+}
+
+/**
+ * Claims due executions of one task that declared a concurrency limit, keeping at most `cap` of them
+ * running over all workers. A transaction of its own takes a transaction-level advisory lock on the
+ * task first, so claims of the task run one at a time; only then does it count the running executions
+ * (live leases; an expired one is about to be taken over, and its row is claimable) in a statement whose
+ * snapshot is taken after the lock, and claim at most what is left. An execution counts from its claim
+ * (started or prefetched) until it finishes, sleeps, waits for an event, or is released.
+ */
+export async function claimLimitedExecutions(db: Db, task: string, cap: number, limit: number, leaseMs: number): Promise<ClaimedExecution[]> {
+  if (limit <= 0) return [];
+  const literal = pg.escapeLiteral(task);
+  return withConnection(db, async (connection) => {
+    try {
+      // One round trip in the simple protocol: BEGIN, the lock, and the count after it.
+      const results = (await connection.query(
+        `BEGIN;
+         SELECT pg_advisory_xact_lock(hashtextextended('stepwise.limit:' || ${literal}, 0));
+         SELECT count(*)::int AS n FROM stepwise.executions WHERE task = ${literal} AND status = 'running' AND due_at > now();`,
+      )) as unknown as pg.QueryResult[];
+      const running = (results[2].rows[0] as { n: number }).n;
+      const take = Math.min(limit, cap - running);
+      let rows: ClaimRow[] = [];
+      if (take > 0) {
+        const statements = claimStatements([task]);
+        rows = (await connection.query<ClaimRow>({ name: statements.claimName, text: statements.claimSql, values: [take, leaseMs / 1000] })).rows;
+      }
+      await connection.query('COMMIT');
+      return rows.map(toClaimed);
+    } catch (err) {
+      await connection.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
+  });
 }
 
 /** Instants come as epoch milliseconds: a number parses in a fraction of a timestamp's time. */

@@ -4,6 +4,7 @@ import * as m002 from './migrations/002-due-by-task';
 import * as m003 from './migrations/003-running-apart';
 import * as m004 from './migrations/004-start-at';
 import * as m005 from './migrations/005-task-cron';
+import * as m006 from './migrations/006-task-concurrency';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -17,6 +18,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['003-running-apart', m003],
   ['004-start-at', m004],
   ['005-task-cron', m005],
+  ['006-task-concurrency', m006],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {

@@ -10,6 +10,8 @@ export interface TaskRecord {
   retry: unknown;
   /** The schedule the task runs on besides its scheduled executions, or null. */
   cron: TaskCron | null;
+  /** At most this many executions run at once over all workers, or null for no limit. */
+  concurrencyLimit: number | null;
   updatedAt: Date;
 }
 
@@ -25,11 +27,12 @@ interface TaskRow {
   event_schemas: Record<string, unknown>;
   retry: unknown;
   cron: TaskCron | null;
+  concurrency_limit: number | null;
   updated_at: Date;
 }
 
 function rowToTask(row: TaskRow): TaskRecord {
-  return { name: row.name, dataSchema: row.data_schema, eventSchemas: row.event_schemas ?? {}, retry: row.retry, cron: row.cron ?? null, updatedAt: row.updated_at };
+  return { name: row.name, dataSchema: row.data_schema, eventSchemas: row.event_schemas ?? {}, retry: row.retry, cron: row.cron ?? null, concurrencyLimit: row.concurrency_limit ?? null, updatedAt: row.updated_at };
 }
 
 export interface TaskRegistration {
@@ -38,6 +41,7 @@ export interface TaskRegistration {
   eventSchemas: Record<string, unknown>;
   retry: unknown;
   cron?: TaskCron | null;
+  concurrencyLimit?: number | null;
 }
 
 /**
@@ -48,11 +52,11 @@ export async function upsertTasks(db: Db, tasks: readonly TaskRegistration[]): P
   if (tasks.length === 0) return;
   await queryRows(
     db,
-    `INSERT INTO stepwise.tasks (name, data_schema, event_schemas, retry, cron, updated_at)
-     SELECT * , now() FROM unnest(?::text[], ?::jsonb[], ?::jsonb[], ?::jsonb[], ?::jsonb[])
+    `INSERT INTO stepwise.tasks (name, data_schema, event_schemas, retry, cron, concurrency_limit, updated_at)
+     SELECT * , now() FROM unnest(?::text[], ?::jsonb[], ?::jsonb[], ?::jsonb[], ?::jsonb[], ?::int[])
      ON CONFLICT (name) DO UPDATE
        SET data_schema = EXCLUDED.data_schema, event_schemas = EXCLUDED.event_schemas,
-           retry = EXCLUDED.retry, cron = EXCLUDED.cron, updated_at = now()
+           retry = EXCLUDED.retry, cron = EXCLUDED.cron, concurrency_limit = EXCLUDED.concurrency_limit, updated_at = now()
      RETURNING pg_notify('${CHANNEL_TASKS}', name) IS NULL AS _n`,
     [
       tasks.map((t) => t.name),
@@ -60,6 +64,7 @@ export async function upsertTasks(db: Db, tasks: readonly TaskRegistration[]): P
       tasks.map((t) => toJsonb(t.eventSchemas ?? {})),
       tasks.map((t) => toJsonb(t.retry ?? null)),
       tasks.map((t) => (t.cron ? toJsonb(t.cron) : null)),
+      tasks.map((t) => t.concurrencyLimit ?? null),
     ],
   );
 }

@@ -92,6 +92,9 @@ function TaskCard({ task, now }: { task: Task; now: number }) {
           {task.cron.next_at ? <Instant iso={task.cron.next_at} now={now} /> : <span class="muted">never</span>}
         </p>
       )}
+      {task.concurrency_limit !== null && (
+        <p data-testid="task-concurrency">At most {task.concurrency_limit} running at once, over all workers.</p>
+      )}
       <p class="muted small">
         Registered <Instant iso={task.updated_at} now={now} relative />
       </p>

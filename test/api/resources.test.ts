@@ -123,6 +123,7 @@ describe('tasks', () => {
       data_schema: dataSchema,
       event_schemas: { go: { type: 'boolean' } },
       cron: null,
+      concurrency_limit: null,
       updated_at: expect.stringMatching(ISO_MS),
       counts: { pending: 1, running: 0, waiting: 0, completed: 0, failed: 0, cancelled: 1 },
     });

@@ -61,6 +61,7 @@ const quick = defineTask({
 const newYear = defineTask({
   name: 'ui-new-year',
   cron: { pattern: '0 0 1 1 *', timezone: 'Asia/Tokyo' },
+  concurrency: { limit: 1 },
   async run() {
     return 'happy new year';
   },
@@ -304,7 +305,9 @@ describe('dashboard in headless Chromium', () => {
     await expect(page.getByTestId('task-ui-new-year').getByTestId('task-cron').textContent()).resolves.toBe(
       `Runs on 0 0 1 1 * (Asia/Tokyo); next ${nextNewYear}`,
     );
+    await expect(page.getByTestId('task-ui-new-year').getByTestId('task-concurrency').textContent()).resolves.toBe('At most 1 running at once, over all workers.');
     await expect(page.getByTestId('task-ui-quick').getByTestId('task-cron').count()).resolves.toBe(0);
+    await expect(page.getByTestId('task-ui-quick').getByTestId('task-concurrency').count()).resolves.toBe(0);
     await screenshot('tasks');
     await page.goto(`${t.api.url}/ui#/executions`);
     await rowStatus(id).filter({ hasText: 'waiting' }).waitFor();
