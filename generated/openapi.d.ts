@@ -293,7 +293,10 @@ export interface components {
             task: components["schemas"]["TaskName"];
             /** @description The task's input; any JSON value, checked against the task's schema. Omitted means null. */
             data?: unknown;
-            /** @description At most one execution exists per key; a repeat returns it instead of creating another. The key is free again once its execution, finished, is deleted after the retention period. */
+            /**
+             * @description At most one execution exists per key; a repeat returns it instead of creating another. The key is free again once its execution, finished, is deleted after the retention period. Keys starting with `cron:` are the cron schedules' own and answer 422.
+             * @example order-ord_123-approval
+             */
             idempotency_key?: string;
             /**
              * Format: date-time
@@ -348,7 +351,7 @@ export interface components {
             created_at: components["schemas"]["Timestamp"];
             /**
              * Format: date-time
-             * @description The start the execution was scheduled for (`start_at` when it was scheduled), or null when it was scheduled to start at once.
+             * @description The `start_at` the execution was scheduled with, as given (even an instant that had already passed, when it started at once), or null when none was given.
              */
             start_at: string | null;
             started_at: components["schemas"]["NullableTimestamp"];

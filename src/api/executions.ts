@@ -1,5 +1,6 @@
 import type Router from '@koa/router';
 import { parseInstant } from '../domain/instant';
+import { CRON_KEY_PREFIX } from '../engine/cron';
 import { ExecutionAlreadyExistsError, ExecutionNotCancellableError, ExecutionNotFoundError, InvalidDataError } from '../errors';
 import { cancelExecution, getExecution, listExecutions } from '../store/executions';
 import { loadSteps } from '../store/steps';
@@ -15,6 +16,9 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
   addOperation(router, deps.routes, 'scheduleExecution', async ({ body }) => {
     // The body's shape was checked by validation; now the task, then its data (the contract's order).
     const startAt = body.start_at === undefined ? undefined : parseInstant(body.start_at);
+    if (body.idempotency_key?.startsWith(CRON_KEY_PREFIX)) {
+      throw new InvalidDataError('request body is invalid', [{ path: 'body/idempotency_key', message: `must not start with "${CRON_KEY_PREFIX}", which cron schedules use` }]);
+    }
     if (body.start_at !== undefined && startAt === undefined) {
       throw new InvalidDataError('request body is invalid', [{ path: 'body/start_at', message: 'must be an instant in the years 0001 to 9999 (UTC)' }]);
     }

@@ -1,9 +1,9 @@
 import type { components } from '../../generated/openapi';
+import { nextFireAfter } from '../domain/cron';
 import { EXECUTION_STATUSES, type ExecutionStatus } from '../domain/status';
 import type { ScheduledRecord } from '../store/executions';
 import type { ExecutionRecord, StepRecord } from '../store/rows';
 import type { TaskCron, TaskRecord } from '../store/tasks';
-import { nextFireAfter } from '../domain/cron';
 
 type Schemas = components['schemas'];
 
@@ -65,7 +65,6 @@ export function toStep(s: StepRecord): Schemas['Step'] {
   };
 }
 
-/** A registered task with its executions counted by status (every status present, zero when none). */
 /** A recorded schedule's next fire time; null when it has none, or when its record cannot be read. */
 function nextFireOrNull(cron: TaskCron, now: Date): Date | null {
   try {
@@ -75,6 +74,7 @@ function nextFireOrNull(cron: TaskCron, now: Date): Date | null {
   }
 }
 
+/** A registered task with its executions counted by status (every status present, zero when none). */
 export function toTask(t: TaskRecord, counts: ReadonlyMap<string, number>, now = new Date()): Schemas['Task'] {
   const byStatus = Object.fromEntries(EXECUTION_STATUSES.map((s: ExecutionStatus) => [s, counts.get(s) ?? 0])) as Schemas['TaskCounts'];
   return {

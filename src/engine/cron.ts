@@ -7,9 +7,12 @@ import { retryWhileUnavailable } from './db-retry';
 /** A timer never waits longer than this, so a clock that jumps (or a suspended VM) is noticed soon. */
 const MAX_TIMER_MS = 60_000;
 
+/** Idempotency keys with this prefix are the cron schedules' own: clients may not use them. */
+export const CRON_KEY_PREFIX = 'cron:';
+
 /** The idempotency key of the execution a fire time starts: the same in every worker. */
 export function cronKey(task: string, fireAt: Date): string {
-  return `cron:${task}:${fireAt.toISOString()}`;
+  return `${CRON_KEY_PREFIX}${task}:${fireAt.toISOString()}`;
 }
 
 export interface CronFirerOptions {
@@ -84,6 +87,9 @@ export class CronFirer {
       );
       this.options.onFired?.(task, fireAt, result.created);
       if (result.created) this.options.log.info({ task, fireAt: fireAt.toISOString(), executionId: result.execution.id }, 'cron fired');
+      else if (result.execution.task !== task) {
+        this.options.log.warn({ task, fireAt: fireAt.toISOString(), executionId: result.execution.id, heldBy: result.execution.task }, 'cron fire time skipped: its key is held by an execution of another task');
+      }
     } catch (err) {
       this.options.log.warn({ task, fireAt: fireAt.toISOString(), err: (err as Error).message }, 'cron fire time skipped: could not schedule it before the next one');
     }

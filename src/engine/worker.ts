@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { computeRetryDelay, hasAttemptsLeft } from '../domain/retry';
 import type { Logger } from '../logger';
 import { CHANNEL_CANCEL, CHANNEL_WORK } from '../store/channels';
-import { CronFirer } from './cron';
 import type { Db } from '../store/db';
 import { LazyAbortController } from './abort';
+import { CronFirer } from './cron';
 import { claimExecutionsBeforeCommit, claimLimitedExecutions, completeAndClaimBeforeCommit, failExecution, releaseExecutions, renewLeases, returnUnstarted, type ClaimedExecution, type CompleteAndClaimResult, type Completion, type Lease } from '../store/leases';
 import { NotificationListener } from '../store/listener';
 import type { StepKind } from '../store/rows';
@@ -299,15 +299,19 @@ export class Worker {
         continue;
       }
       this.wakeRequested = false;
+      // Tasks with a concurrency limit first, each within its limit; the others take what is left.
+      const limitedTaken = this.limits.size > 0 ? await this.claimLimited() : 0;
+      if (this.state !== 'running') break;
       let claimed: ClaimedExecution[];
       let committed: Promise<void>;
       // Taken before the claim is sent: the database's lease ends leaseMs after its now() in the claim,
       // which is later than this, so the local expiry never outlives the real one.
       const claimSentAt = Date.now();
-      this.reserved += free;
+      const room = limitedTaken > 0 ? this.freeSlots() : free;
+      this.reserved += room;
       try {
         // Handlers start while the claim's commit is being flushed (see claimExecutionsBeforeCommit).
-        const claim = await claimExecutionsBeforeCommit(this.options.db, this.freeTaskNames, free, this.leaseMs);
+        const claim = await claimExecutionsBeforeCommit(this.options.db, this.freeTaskNames, room, this.leaseMs);
         claimed = claim.claimed;
         committed = claim.committed.catch((err: Error) => this.claimNotCommitted(claim.claimed, err));
         backoff = 100;
@@ -318,26 +322,25 @@ export class Worker {
         backoff = Math.min(backoff * 2, 5000);
         continue;
       } finally {
-        this.reserved -= free;
+        this.reserved -= room;
       }
       await this.accept(claimed, claimSentAt, committed);
       if (this.state !== 'running') break;
-      // Tasks with a concurrency limit take what is left, each within its limit.
-      const taken = claimed.length + (this.limits.size > 0 && claimed.length < free ? await this.claimLimited() : 0);
       // A full batch means more may be due: claim again at once.
-      if (taken < free) await this.idleWait(this.pollIntervalMs);
+      if (limitedTaken + claimed.length < free) await this.idleWait(this.pollIntervalMs);
     }
   }
 
   /**
-   * Claims executions of the tasks with a concurrency limit into the free slots, one task at a time
-   * (see claimLimitedExecutions); returns how many it claimed. A failure is logged and ends the round:
-   * the next wake-up or poll tries again.
+   * Claims executions of the tasks with a concurrency limit into the free handler slots, one task at a
+   * time (see claimLimitedExecutions); returns how many it claimed. Never into prefetch room: a place
+   * in the limit held by a buffered execution would be one no other worker could run. A failure is
+   * logged and ends the round: the next wake-up or poll tries again.
    */
   private async claimLimited(): Promise<number> {
     let taken = 0;
     for (const [task, cap] of this.limits) {
-      const room = this.freeSlots();
+      const room = Math.min(this.freeSlots(), this.concurrency - this.running - this.buffer.length);
       if (room <= 0 || this.state !== 'running') break;
       const claimSentAt = Date.now();
       this.reserved += room;
@@ -366,7 +369,9 @@ export class Worker {
     // Completions still queued leave room for the flush that will write them, so that two flushes in
     // flight each claim their share and the database works on both at once.
     const free = this.capacity() - this.running - this.buffer.length - this.reserved - this.completions.queued;
-    const limit = this.state === 'running' ? Math.max(0, free) : 0;
+    // A worker that serves tasks with a concurrency limit leaves claiming to its loop, which claims
+    // those first: claimed here, a backlog of other tasks would take every slot and starve them.
+    const limit = this.state === 'running' && this.limits.size === 0 ? Math.max(0, free) : 0;
     const seq = this.workSeq;
     const claimSentAt = Date.now();
     this.reserved += limit;

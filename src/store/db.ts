@@ -76,14 +76,24 @@ interface PoolClient {
  * Only for statements outside a transaction.
  */
 export async function preparedRows<T>(db: Knex, name: string, text: string, values: readonly unknown[]): Promise<T[]> {
-  const client = db.client as unknown as PoolClient;
-  const connection = await client.acquireConnection();
-  try {
-    const result = await connection.query<T & pg.QueryResultRow>({ name, text, values: values as unknown[] });
-    return result.rows;
-  } finally {
-    await client.releaseConnection(connection);
-  }
+  return withConnection(db, async (connection) => {
+    const run = () => connection.query<T & pg.QueryResultRow>({ name, text, values: values as unknown[] });
+    try {
+      return (await run()).rows;
+    } catch (err) {
+      if (!isStalePlan(err)) throw err;
+      // A migration added a column to a table the statement reads with `*`: prepare it again.
+      await connection.query(`DEALLOCATE ${pg.escapeIdentifier(name)}`);
+      delete (connection as unknown as { connection: { parsedStatements: Record<string, string> } }).connection.parsedStatements[name];
+      return (await run()).rows;
+    }
+  });
+}
+
+/** PostgreSQL's answer to a prepared statement whose result columns changed since it was prepared. */
+function isStalePlan(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown };
+  return e?.code === '0A000' && typeof e.message === 'string' && e.message.includes('cached plan must not change result type');
 }
 
 /** Runs `fn` on one connection of the knex pool, for work that spans several statements on it. */

@@ -70,7 +70,10 @@ const INSERT_SQL = `INSERT INTO stepwise.executions (id, task, status, data, ide
       ORDER BY ord
      ${INSERT_TAIL}, pg_notify('${CHANNEL_WORK}', task) IS NULL AS _n`;
 
-/** A batch with start times ($5, NULL for at once): only rows due now wake the workers. */
+/**
+ * A batch with start times ($5, NULL for at once; sent as ISO text, as pg would send a Date in the
+ * process's local time zone, which before 1900 is local mean time): only rows due now wake the workers.
+ */
 const INSERT_AT_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, due_at)
      SELECT id, task, 'pending', data, idempotency_key, start_at, greatest(now(), start_at)
        FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::timestamptz[]) WITH ORDINALITY AS t(id, task, data, idempotency_key, start_at, ord)
@@ -82,7 +85,7 @@ async function insertOnce(db: Db, items: readonly NewExecution[]): Promise<Array
   const ids = items.map(() => newExecutionId());
   const columns = [ids, items.map((i) => i.task), items.map((i) => toJsonb(i.data ?? null)), items.map((i) => i.idempotencyKey ?? null)];
   const inserted = items.some((i) => i.startAt !== undefined)
-    ? await preparedRows<ScheduledRow>(db, 'stepwise_schedule_executions_at', INSERT_AT_SQL, [...columns, items.map((i) => i.startAt ?? null)])
+    ? await preparedRows<ScheduledRow>(db, 'stepwise_schedule_executions_at', INSERT_AT_SQL, [...columns, items.map((i) => i.startAt?.toISOString() ?? null)])
     : await preparedRows<ScheduledRow>(db, 'stepwise_schedule_executions', INSERT_SQL, columns);
   const byId = new Map(inserted.map((r) => [r.id, r]));
   const missingKeys = items

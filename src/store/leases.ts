@@ -62,8 +62,10 @@ export async function claimExecutionsBeforeCommit(
  * running over all workers. A transaction of its own takes a transaction-level advisory lock on the
  * task first, so claims of the task run one at a time; only then does it count the running executions
  * (live leases; an expired one is about to be taken over, and its row is claimable) in a statement whose
- * snapshot is taken after the lock, and claim at most what is left. An execution counts from its claim
- * (started or prefetched) until it finishes, sleeps, waits for an event, or is released.
+ * snapshot is taken after the lock (READ COMMITTED, whatever the database's default), and claim at most
+ * what is left. The lock is only tried: when another worker holds it, that worker is claiming the task
+ * right now, and this one claims nothing rather than wait (a stalled holder cannot stall its loop).
+ * An execution counts from its claim until it finishes, sleeps, waits for an event, or is released.
  */
 export async function claimLimitedExecutions(db: Db, task: string, cap: number, limit: number, leaseMs: number): Promise<ClaimedExecution[]> {
   if (limit <= 0) return [];
@@ -72,12 +74,13 @@ export async function claimLimitedExecutions(db: Db, task: string, cap: number, 
     try {
       // One round trip in the simple protocol: BEGIN, the lock, and the count after it.
       const results = (await connection.query(
-        `BEGIN;
-         SELECT pg_advisory_xact_lock(hashtextextended('stepwise.limit:' || ${literal}, 0));
+        `BEGIN ISOLATION LEVEL READ COMMITTED;
+         SELECT pg_try_advisory_xact_lock(hashtextextended('stepwise.limit:' || ${literal}, 0)) AS locked;
          SELECT count(*)::int AS n FROM stepwise.executions WHERE task = ${literal} AND status = 'running' AND due_at > now();`,
       )) as unknown as pg.QueryResult[];
+      const locked = (results[1].rows[0] as { locked: boolean }).locked;
       const running = (results[2].rows[0] as { n: number }).n;
-      const take = Math.min(limit, cap - running);
+      const take = locked ? Math.min(limit, cap - running) : 0;
       let rows: ClaimRow[] = [];
       if (take > 0) {
         const statements = claimStatements([task]);

@@ -98,7 +98,7 @@ describe('start_at over the API', () => {
     expect((await api.client.get(id)).start_at).toBe('2099-01-01T00:00:00.000Z');
   });
 
-  test('an instant outside the years 0001-9999 in UTC is 422, the edges themselves are accepted', async () => {
+  test('an instant outside the years 0001-9999 in UTC is 422; the edges, and offsets written short, are accepted', async () => {
     const task = uniqueTask();
     await registerTask(api.db, task);
     for (const startAt of ['9999-12-31T23:59:60Z', '9999-12-31T23:00:00-01:00', '0000-12-31T23:59:59Z', '0001-01-01T00:00:00+00:01']) {
@@ -110,6 +110,8 @@ describe('start_at over the API', () => {
       ['9999-12-31T23:59:59.999Z', '9999-12-31T23:59:59.999Z'],
       ['0001-01-01T00:00:00Z', '0001-01-01T00:00:00.000Z'],
       ['0001-01-01t01:00:00+01:00', '0001-01-01T00:00:00.000Z'],
+      ['2030-10-30T19:00:00+01', '2030-10-30T18:00:00.000Z'],
+      ['2030-10-30T13:30:00.250-0530', '2030-10-30T19:00:00.250Z'],
     ]) {
       const { execution_id: id } = await api.client.schedule(task, null, { startAt });
       expect((await api.client.get(id)).start_at).toBe(stored);

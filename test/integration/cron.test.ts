@@ -3,7 +3,10 @@ import { defineTask } from '../../src/index';
 import { CronFirer, cronKey } from '../../src/engine/cron';
 import { queryRows } from '../../src/store/db';
 import { upsertTasks } from '../../src/store/tasks';
-import { startTestApi, type TestApi } from '../helpers/api-server';
+import { insertExecutions } from '../../src/store/executions';
+import { nextFireAfter } from '../../src/domain/cron';
+import { createLogger } from '../../src/logger';
+import { LogCapture, startTestApi, type TestApi } from '../helpers/api-server';
 import { uniqueTask } from '../helpers/simulated-worker';
 import { quietLog, startWorker } from '../helpers/worker';
 import { waitUntil } from '../helpers/wait-until';
@@ -95,5 +98,34 @@ describe('cron', () => {
     const worker = await startWorker(api.t, [plain] as never);
     await worker.stop();
     expect((await api.client.listTasks()).find((t) => t.name === name)?.cron).toBeNull();
+  });
+
+  test('clients may not use cron: keys, and a fire time whose key another task holds is skipped with a warning', async () => {
+    const task = uniqueTask('cron-keyed');
+    const res = await api.call('POST', '/api/v1/executions', {
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ task, idempotency_key: cronKey(task, new Date()) }),
+    });
+    expect(res.status).toBe(422);
+    expect(res.body).toMatchObject({ error: { code: 'invalid_data', details: [{ path: 'body/idempotency_key', message: 'must not start with "cron:", which cron schedules use' }] } });
+
+    // Keys written around the API (by an older release, say) for the next fire times, by another task.
+    const schedule = { pattern: '* * * * * *', timezone: 'UTC', data: null };
+    const next = nextFireAfter(schedule, new Date()) as Date;
+    const times = [0, 1, 2, 3].map((s) => new Date(next.getTime() + s * 1000));
+    await insertExecutions(api.db, times.map((at) => ({ task: 'someone-else', data: null, idempotencyKey: cronKey(task, at) })));
+    const logs = new LogCapture();
+    const fired: boolean[] = [];
+    const firer = new CronFirer({ db: api.db, log: createLogger({ level: 'info', destination: logs }), schedules: [{ task, schedule }], onFired: (_, __, created) => fired.push(created) });
+    firer.start();
+    try {
+      await waitUntil(() => fired.length >= 1, 'a fire');
+    } finally {
+      await firer.stop();
+    }
+    expect(fired[0]).toBe(false);
+    expect(await rowsOf(task)).toEqual([]);
+    const warned = logs.lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'cron fire time skipped: its key is held by an execution of another task');
+    expect(warned[0]).toMatchObject({ level: 40, task, heldBy: 'someone-else' });
   });
 });

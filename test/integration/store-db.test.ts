@@ -1,5 +1,5 @@
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { preparedRowsBeforeCommit, queryRows } from '../../src/store/db';
+import { preparedRows, preparedRowsBeforeCommit, queryRows } from '../../src/store/db';
 
 // One connection: a statement that left its connection waiting for a Sync would hang the next one.
 let t: TestDatabase;
@@ -37,5 +37,16 @@ describe('preparedRowsBeforeCommit', () => {
     expect(rows).toEqual([{ id: 11 }]);
     await expect(commit).rejects.toThrow(/foreign key/);
     expect(await queryRows(t.db, 'SELECT id FROM early WHERE id = 10')).toEqual([]);
+  });
+});
+
+describe('preparedRows', () => {
+  test('a prepared statement reading `*` still answers after a migration adds a column to its table', async () => {
+    await t.db.raw('CREATE TABLE grows (id int PRIMARY KEY); INSERT INTO grows VALUES (1)');
+    expect(await preparedRows(t.db, 'grows_all', 'SELECT * FROM grows WHERE id = $1', [1])).toEqual([{ id: 1 }]);
+    // Same (only) connection: the statement stays prepared with the old columns.
+    await t.db.raw('ALTER TABLE grows ADD COLUMN note text');
+    expect(await preparedRows(t.db, 'grows_all', 'SELECT * FROM grows WHERE id = $1', [1])).toEqual([{ id: 1, note: null }]);
+    expect(await preparedRows(t.db, 'grows_all', 'SELECT * FROM grows WHERE id = $1', [1])).toEqual([{ id: 1, note: null }]);
   });
 });
