@@ -19,7 +19,8 @@ import { createDb } from '../src/store/db';
 import { findFreePort } from '../src/store/embedded';
 import { migrateLatest } from '../src/store/migrate';
 import { ChaosDriver, latencyByKind } from './chaos/driver';
-import { planExecutions } from './chaos/outcomes';
+import pg from 'pg';
+import { LIMIT, LIMITED_TASK, planExecutions } from './chaos/outcomes';
 import { apiProcess, createDatabase, dropDatabase, externalServer, ROOT, startEmbeddedServer, workerProcess, type DatabaseServer, type StepwiseProcess } from './chaos/processes';
 import { compileForRun } from './chaos/build';
 import { verifyRun } from './chaos/verify';
@@ -175,6 +176,28 @@ async function main(): Promise<void> {
     }
   })();
 
+  // The limited task's live leases, sampled every 25 ms while driving: never above its limit.
+  const limitSamples = { max: 0, samples: 0, overLimit: [] as Array<{ atMs: number; running: number }> };
+  const sampler = (async () => {
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    pool.on('error', () => undefined);
+    while (driving) {
+      try {
+        const { rows } = await pool.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM stepwise.executions WHERE task = $1 AND status = 'running' AND due_at > now()",
+          [LIMITED_TASK],
+        );
+        limitSamples.samples += 1;
+        limitSamples.max = Math.max(limitSamples.max, rows[0].n);
+        if (rows[0].n > LIMIT) limitSamples.overLimit.push({ atMs: since(), running: rows[0].n });
+      } catch {
+        // The database is restarting: sample again once it is back.
+      }
+      await pause(25);
+    }
+    await pool.end().catch(() => undefined);
+  })();
+
   const ticker = setInterval(() => {
     const s = driver.stats;
     say(`${s.finished}/${executions} finished, ${s.openLongPolls} long-polls open, ${faults.workerKills.length} worker kills, ${s.retries} client retries`);
@@ -187,6 +210,7 @@ async function main(): Promise<void> {
   clearInterval(ticker);
   await killer;
   await faultsDone;
+  await sampler;
   await Promise.all([...restarts]);
   say(`driving done in ${(driveMs / 1000).toFixed(1)} s; stopping processes`);
   await Promise.all(workers.map((w) => w.stop()));
@@ -198,6 +222,10 @@ async function main(): Promise<void> {
   const verifyStarted = Date.now();
   const verification = await verifyRun(url, runId, plans, driven, effectsDir, { from: workersFrom, to: workersTo });
   const verifyMs = Date.now() - verifyStarted;
+  if (limitSamples.overLimit.length > 0) {
+    verification.violationCounts['over-limit'] = limitSamples.overLimit.length;
+    for (const o of limitSamples.overLimit.slice(0, 5)) verification.violations.push(`over-limit: ${o.running} ${LIMITED_TASK} executions running at ${o.atMs} ms (limit ${LIMIT})`);
+  }
   const violationTotal = Object.values(verification.violationCounts).reduce((a, b) => a + b, 0);
   const report = {
     runId,
@@ -218,6 +246,7 @@ async function main(): Promise<void> {
     client: driver.stats,
     latencyMsByKind: latencyByKind(driven),
     counts: verification.counts,
+    limitSamples: { limit: LIMIT, max: limitSamples.max, samples: limitSamples.samples },
     violationCounts: verification.violationCounts,
     violations: verification.violations,
     ok: violationTotal === 0,
@@ -239,6 +268,7 @@ function printReport(r: {
   durations: { totalMs: number; drivingMs: number; executionsPerSecond: number };
   faults: { workerKills: number; workerRestartFailures: number; databaseRestarts: unknown[]; apiKills: Array<{ openLongPolls: number; backAfterMs: number }> };
   client: { retries: number; scheduleRepeats: number; eventsDelivered: number; cancelsSent: number };
+  limitSamples: { limit: number; max: number; samples: number };
   counts: { byStatus: Record<string, number>; stepRecords: number; sideEffectLines: number; unrecordedReruns: number; multiAttempt: number; cronFires: number; cronSeconds: number };
   violationCounts: Record<string, number>;
   violations: string[];
@@ -259,6 +289,7 @@ function printReport(r: {
   line('step records / side-effect lines', `${r.counts.stepRecords} / ${r.counts.sideEffectLines}`);
   line('unrecorded re-runs (allowed)', r.counts.unrecordedReruns);
   line('cron fire times started (<= 1 per second)', `${r.counts.cronFires} in ${r.counts.cronSeconds} s`);
+  line(`most ${LIMITED_TASK} running at once`, `${r.limitSamples.max} (limit ${r.limitSamples.limit}, ${r.limitSamples.samples} samples)`);
   line('violations', Object.entries(r.violationCounts).map(([k, v]) => `${k} ${v}`).join(', ') || 0);
   for (const v of r.violations.slice(0, 20)) process.stdout.write(`    ${v}\n`);
   process.stdout.write(`  ${r.ok ? 'PASS' : 'FAIL'}; report: ${path.relative(process.cwd(), file)}\n`);

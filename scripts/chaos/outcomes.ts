@@ -1,7 +1,7 @@
 // What `make chaos` schedules, and what each execution must end as: a pure function of its data,
 // written independently of the tasks (scripts/chaos/tasks.ts) so that the check is not a tautology.
 
-export type ChaosKind = 'steps' | 'delayed' | 'sleep' | 'event' | 'event-timeout' | 'flaky' | 'fail' | 'exhaust' | 'cancel' | 'slow';
+export type ChaosKind = 'steps' | 'delayed' | 'sleep' | 'event' | 'event-timeout' | 'flaky' | 'fail' | 'exhaust' | 'cancel' | 'slow' | 'limited';
 
 export interface ChaosData {
   n: number;
@@ -51,6 +51,7 @@ const MIX: ReadonlyArray<readonly [ChaosKind, number]> = [
   ['exhaust', 4],
   ['cancel', 10],
   ['slow', 10],
+  ['limited', 5],
 ];
 
 const TASKS: Record<ChaosKind, string> = {
@@ -64,7 +65,12 @@ const TASKS: Record<ChaosKind, string> = {
   exhaust: 'chaos.exhaust',
   cancel: 'chaos.cancel',
   slow: 'chaos.slow',
+  limited: 'chaos.limited',
 };
+
+/** The concurrency limit of `chaos.limited` (scripts/chaos/tasks.ts), which the run samples. */
+export const LIMITED_TASK = 'chaos.limited';
+export const LIMIT = 3;
 
 /** Plans `count` executions of the mix, deterministically from `seed`. */
 export function planExecutions(count: number, seed: number, runId: string): PlannedExecution[] {
@@ -86,6 +92,7 @@ export function planExecutions(count: number, seed: number, runId: string): Plan
     if (kind === 'event-timeout') data.ms = int(300, 1500);
     if (kind === 'flaky') data.failTimes = int(1, 2);
     if (kind === 'slow') data.ms = int(200, 800);
+    if (kind === 'limited') data.ms = int(20, 150);
     if (kind === 'cancel') {
       data.ms = int(0, 400);
       cancelAfterMs = int(0, 1500);
@@ -122,6 +129,7 @@ export function expectedOutcome(p: PlannedExecution): ExpectedOutcome {
     case 'cancel':
       return { status: 'cancelled' };
     case 'slow':
+    case 'limited':
       return { status: 'completed', output: { n, b: n + 1 } };
   }
 }
@@ -144,6 +152,7 @@ export function expectedSteps(p: PlannedExecution): string[] {
     case 'cancel':
       return [];
     case 'slow':
+    case 'limited':
       return ['one', 'two'];
   }
 }

@@ -157,6 +157,20 @@ export const slow = defineTask({
   },
 });
 
+/** Like chaos.slow, but at most three run at once over both workers (the run samples that). */
+export const limited = defineTask({
+  name: 'chaos.limited',
+  data: Data,
+  retry: { maxAttempts: 50, ...fastRetry },
+  concurrency: { limit: 3 },
+  async run(ctx, data) {
+    const ms = data.ms ?? 100;
+    const a = await effect(ctx, 'one', data.n, ms);
+    const b = await effect(ctx, 'two', a + 1, ms);
+    return { n: data.n, b };
+  },
+});
+
 /** Fired every second by every worker (they are killed and restarted all along): one execution per second at most. */
 export const tick = defineTask({
   name: 'chaos.tick',
