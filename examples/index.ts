@@ -2,3 +2,4 @@
 export { orderApproval } from './order-approval';
 export { onboardingDrip } from './onboarding-drip';
 export { flakyApi } from './flaky-api';
+export { weekdayDigest } from './weekday-digest';

@@ -1,0 +1,69 @@
+// The bundled example tasks (what `make run` serves), driven the way the README's walk-through does.
+import { loadTasksModule } from '../../src/engine/registry';
+import type { Worker } from '../../src/engine/worker';
+import { EXAMPLE_TASKS_FILE } from '../../src/main';
+import { startTestApi, type TestApi } from '../helpers/api-server';
+import { startWorker } from '../helpers/worker';
+import { waitUntil } from '../helpers/wait-until';
+
+let api: TestApi;
+let worker: Worker;
+beforeAll(async () => {
+  api = await startTestApi();
+  worker = await startWorker(api.t, await loadTasksModule(EXAMPLE_TASKS_FILE), { pollIntervalMs: 100 });
+});
+afterAll(async () => {
+  await worker.stop();
+  await api.close();
+});
+
+describe('the example tasks', () => {
+  test('are registered with their schemas, the digest with its cron schedule and concurrency limit', async () => {
+    const tasks = await api.client.listTasks();
+    expect(tasks.map((t) => t.name)).toEqual(['flaky-api', 'onboarding-drip', 'order-approval', 'weekday-digest']);
+    const digest = tasks.find((t) => t.name === 'weekday-digest');
+    expect(digest).toMatchObject({ cron: { pattern: '0 8 * * 1-5', timezone: 'Europe/London' }, concurrency_limit: 2 });
+    // 08:00 in London is 08:00 or 07:00 UTC, on a weekday.
+    const next = new Date(digest?.cron?.next_at as string);
+    expect([7, 8]).toContain(next.getUTCHours());
+    expect([1, 2, 3, 4, 5]).toContain(next.getUTCDay());
+  });
+
+  test('order approval: waits for the approval event, refuses a bad payload, then completes', async () => {
+    const { execution_id: id } = await api.client.schedule('order-approval', { orderId: 'A-1001', amountCents: 4999 }, { idempotencyKey: 'order-A-1001' });
+    await waitUntil(async () => (await api.client.get(id)).status === 'waiting', 'the approval wait');
+    const bad = await api.call('POST', `/api/v1/executions/${id}/events/approval`, { headers: { 'Content-Type': 'application/json' }, body: '{"approved":"yes"}' });
+    expect(bad.status).toBe(422);
+    await api.client.sendEvent(id, 'approval', { approved: true, approver: 'dana' });
+    expect(await api.client.wait(id, { deadlineMs: 15_000 })).toMatchObject({
+      status: 'completed',
+      output: { orderId: 'A-1001', approved: true, approver: 'dana', chargeId: 'ch-A-1001' },
+    });
+  });
+
+  test('flaky API: retried through its simulated 503s, and a declined card fails at once', async () => {
+    const ok = await api.client.schedule('flaky-api', { paymentId: 'p-1', failFirst: 2 });
+    expect(await api.client.wait(ok.execution_id, { deadlineMs: 15_000 })).toMatchObject({ status: 'completed', attempt: 3 });
+    const declined = await api.client.schedule('flaky-api', { paymentId: 'p-2', declined: true });
+    expect(await api.client.wait(declined.execution_id, { deadlineMs: 15_000 })).toMatchObject({
+      status: 'failed',
+      error: { type: 'NonRetryableError', message: 'payment p-2 was declined (HTTP 402)', retryable: false },
+    });
+  });
+
+  test('onboarding drip: three emails with durable sleeps between them', async () => {
+    const { execution_id: id } = await api.client.schedule('onboarding-drip', { email: 'ada@example.com', name: 'Ada', gap: '200ms' });
+    expect(await api.client.wait(id, { deadlineMs: 15_000 })).toMatchObject({
+      status: 'completed',
+      steps_completed: 5,
+      output: { email: 'ada@example.com', sent: ['welcome', 'tips', 'check-in'] },
+    });
+  });
+
+  test('weekday digest: clients schedule it like any task, at once or with start_at', async () => {
+    const now = await api.client.schedule('weekday-digest', { audience: 'staff' });
+    expect(await api.client.wait(now.execution_id, { deadlineMs: 15_000 })).toMatchObject({ status: 'completed', output: { to: 'staff', lines: 2 } });
+    const later = await api.client.schedule('weekday-digest', { audience: 'staff' }, { startAt: new Date(Date.now() + 500) });
+    expect(await api.client.wait(later.execution_id, { deadlineMs: 15_000 })).toMatchObject({ status: 'completed' });
+  });
+});
