@@ -18,6 +18,8 @@ export interface DurableContextOptions {
   db: Db;
   lease: Lease;
   attempt: number;
+  /** ctx.scheduledFor: the execution's start_at, else when it was scheduled. */
+  scheduledFor: Date;
   history: readonly StepRecord[];
   /** The database clock at the claim, and the local clock when the claim answered. */
   claimedAt: Date;
@@ -47,6 +49,7 @@ export interface DurableContextOptions {
 export class DurableContext<E extends Record<string, TSchema> = Record<string, TSchema>> implements TaskContext<E> {
   readonly executionId: string;
   readonly attempt: number;
+  readonly scheduledFor: Date;
   private seq = 0;
   private readonly nameCounts = new Map<string, number>();
   private readonly history: Map<number, StepRecord>;
@@ -54,6 +57,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   constructor(private readonly options: DurableContextOptions) {
     this.executionId = options.lease.id;
     this.attempt = options.attempt;
+    this.scheduledFor = options.scheduledFor;
     this.history = new Map(options.history.map((s) => [s.seq, s]));
   }
 

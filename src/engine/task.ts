@@ -16,6 +16,11 @@ export interface TaskContext<E extends Record<string, TSchema> = Record<string, 
   readonly executionId: string;
   /** 1 for the first attempt, counting every retry and takeover. */
   readonly attempt: number;
+  /**
+   * When the execution was scheduled for: its `start_at` (for a cron execution, the fire time), else
+   * when it was scheduled. The same on every attempt, so a report for "the day of this run" stays put.
+   */
+  readonly scheduledFor: Date;
   /** Aborted when the execution is cancelled, its lease is lost, or the worker shuts down. */
   readonly signal: AbortSignal;
   /** A logger bound to this execution. */

@@ -501,6 +501,7 @@ export class Worker {
         db: this.options.db,
         lease: entry.lease,
         attempt: execution.attempt,
+        scheduledFor: claimed.scheduledFor,
         history,
         claimedAt: claimed.claimedAt,
         claimedLocally: started,

@@ -16,6 +16,8 @@ export interface ClaimedExecution {
   claimedAt: Date;
   /** When the execution could first start: when it was scheduled, or the later `start_at` it asked for. */
   readyAt: Date;
+  /** Its `start_at` as given (a cron fire time, say), else when it was scheduled: ctx.scheduledFor. */
+  scheduledFor: Date;
 }
 
 /** The fencing token of one claim: every write a worker makes carries it. */
@@ -98,6 +100,7 @@ export async function claimLimitedExecutions(db: Db, task: string, cap: number, 
 /** Instants come as epoch milliseconds: a number parses in a fraction of a timestamp's time. */
 type ClaimRow = Pick<ExecutionRow, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'steps_completed' | 'lease_token'> & {
   ready_ms: number;
+  scheduled_ms: number;
   previous_status: ClaimedExecution['previousStatus'];
   claimed_ms: number;
 };
@@ -166,6 +169,7 @@ const toClaimed = (r: ClaimRow): ClaimedExecution => ({
   previousStatus: r.previous_status,
   claimedAt: new Date(r.claimed_ms),
   readyAt: new Date(r.ready_ms),
+  scheduledFor: new Date(r.scheduled_ms),
 });
 
 /**
@@ -207,7 +211,8 @@ function claimCtes(tasks: string, limit: string, leaseSecs: string, exclude: str
               wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL
         WHERE e.id = ANY(ARRAY(SELECT id FROM due))
         RETURNING e.id, e.task, e.status, e.data, e.attempt, e.steps_completed, e.lease_token,
-                  (extract(epoch FROM greatest(e.created_at, e.start_at)) * 1000)::float8 AS ready_ms
+                  (extract(epoch FROM greatest(e.created_at, e.start_at)) * 1000)::float8 AS ready_ms,
+                  (extract(epoch FROM coalesce(e.start_at, e.created_at)) * 1000)::float8 AS scheduled_ms
      )`;
 }
 

@@ -17,13 +17,15 @@ let api: TestApi;
 let worker: Worker;
 const registry = new Registry();
 const JSON_HEADERS = { 'Content-Type': 'application/json' };
-/** When each execution of the worker's task entered its handler. */
+/** When each execution of the worker's task entered its handler, and its ctx.scheduledFor. */
 const handlerStarts = new Map<string, number>();
+const scheduledFor = new Map<string, Date>();
 
 const stamp = defineTask({
   name: 'delayed-stamp',
   async run(ctx) {
     handlerStarts.set(ctx.executionId, Date.now());
+    scheduledFor.set(ctx.executionId, ctx.scheduledFor);
     return 'ran';
   },
 });
@@ -172,6 +174,9 @@ describe('start_at over the API', () => {
     // Found by the worker's poll (every 200 ms here), not by chance: well within 5 s of start_at.
     expect(started - startAt.getTime()).toBeLessThan(5000);
     expect(handlerStarts.get(immediate.execution_id)).toBeLessThan(startAt.getTime());
+    // ctx.scheduledFor: the start_at asked for, else when it was scheduled.
+    expect(scheduledFor.get(delayed.execution_id)).toEqual(startAt);
+    expect(scheduledFor.get(immediate.execution_id)?.toISOString()).toBe(immediate.created_at);
     // The schedule-to-start metric counts from start_at, not from scheduling: no observation near 1.2 s.
     const histogram = (await registry.getSingleMetric('stepwise_schedule_to_start_seconds')?.get()) as { values: Array<{ labels: Record<string, unknown>; value: number; metricName?: string }> };
     const count = (name: string, le?: number) =>

@@ -66,12 +66,14 @@ describe('cron', () => {
 
   test('a worker runs its cron task on schedule, and GET /tasks shows the schedule with its next fire time', async () => {
     const ran: string[] = [];
+    const firedFor = new Map<string, Date>();
     const name = uniqueTask('cron-task');
     const every = defineTask({
       name,
       cron: { pattern: '* * * * * *', timezone: 'Europe/Paris' },
       async run(ctx) {
         ran.push(ctx.executionId);
+        firedFor.set(ctx.executionId, ctx.scheduledFor);
         return 'tick';
       },
     });
@@ -84,6 +86,8 @@ describe('cron', () => {
       expect(Date.parse(listed?.cron?.next_at as string)).toBeGreaterThan(Date.now() - 1000);
       const [first] = await rowsOf(name);
       expect(await api.client.get(first.id)).toMatchObject({ status: 'completed', output: 'tick', start_at: first.start_at.toISOString() });
+      // The handler reads its fire time as ctx.scheduledFor.
+      expect(firedFor.get(first.id)).toEqual(first.start_at);
     } finally {
       await worker.stop();
     }
