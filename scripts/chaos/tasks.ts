@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import path from 'node:path';
-import { defineTask, EventTimeoutError, NonRetryableError, Type, type TaskContext } from 'stepwise';
+import { defineTask, EventTimeoutError, NonRetryableError, Type, type Static, type TaskContext } from 'stepwise';
 
 /** What the side-effect helpers need of a ctx (any task's, whatever events it declares). */
 type StepContext = Pick<TaskContext, 'executionId' | 'attempt' | 'step'>;
@@ -144,17 +144,19 @@ export const cancellable = defineTask({
   },
 });
 
+/** Two steps of `data.ms` each: output { n, b } with b = n + 1. */
+async function twoSlowSteps(ctx: StepContext, data: Static<typeof Data>) {
+  const a = await effect(ctx, 'one', data.n, data.ms ?? 300);
+  const b = await effect(ctx, 'two', a + 1, data.ms ?? 300);
+  return { n: data.n, b };
+}
+
 /** Slow steps, so that workers are often killed in the middle of one. */
 export const slow = defineTask({
   name: 'chaos.slow',
   data: Data,
   retry: { maxAttempts: 50, ...fastRetry },
-  async run(ctx, data) {
-    const ms = data.ms ?? 300;
-    const a = await effect(ctx, 'one', data.n, ms);
-    const b = await effect(ctx, 'two', a + 1, ms);
-    return { n: data.n, b };
-  },
+  run: twoSlowSteps,
 });
 
 /** Like chaos.slow, but at most three run at once over both workers (the run samples that). */
@@ -163,12 +165,7 @@ export const limited = defineTask({
   data: Data,
   retry: { maxAttempts: 50, ...fastRetry },
   concurrency: { limit: 3 },
-  async run(ctx, data) {
-    const ms = data.ms ?? 100;
-    const a = await effect(ctx, 'one', data.n, ms);
-    const b = await effect(ctx, 'two', a + 1, ms);
-    return { n: data.n, b };
-  },
+  run: twoSlowSteps,
 });
 
 /** Fired every second by every worker (they are killed and restarted all along): one execution per second at most. */
