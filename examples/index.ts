@@ -3,3 +3,4 @@ export { orderApproval } from './order-approval';
 export { onboardingDrip } from './onboarding-drip';
 export { flakyApi } from './flaky-api';
 export { weekdayDigest } from './weekday-digest';
+export { photoBatch, resizePhoto } from './photo-batch';

@@ -93,8 +93,9 @@ export interface paths {
         /**
          * Cancel an execution
          * @description Cancels a pending, running or waiting execution. A running handler sees `ctx.signal` abort and
-         *     its late result is discarded. Cancelling an already cancelled execution answers 200 again;
-         *     a completed or failed one cannot be cancelled (409). No body is needed; an empty JSON object
+         *     its late result is discarded. Its unfinished child executions (those its handler started with
+         *     `ctx.invoke` or `ctx.spawn`) are cancelled with it, and theirs in turn. Cancelling an already
+         *     cancelled execution answers 200 again; a completed or failed one cannot be cancelled (409). No body is needed; an empty JSON object
          *     is accepted.
          */
         post: operations["cancelExecution"];
@@ -294,7 +295,7 @@ export interface components {
             /** @description The task's input; any JSON value, checked against the task's schema. Omitted means null. */
             data?: unknown;
             /**
-             * @description At most one execution exists per key; a repeat returns it instead of creating another. The key is free again once its execution, finished, is deleted after the retention period. Keys starting with `cron:` are the cron schedules' own and answer 422.
+             * @description At most one execution exists per key; a repeat returns it instead of creating another. The key is free again once its execution, finished, is deleted after the retention period. Keys starting with `cron:` or `child:` are the cron schedules' and child executions' own, and answer 422.
              * @example order-ord_123-approval
              */
             idempotency_key?: string;
@@ -360,6 +361,11 @@ export interface components {
             output: unknown;
             /** @description Why the execution failed or was cancelled (or why the last attempt failed), else null. */
             error: components["schemas"]["ExecutionError"] | null;
+            /**
+             * Format: uuid
+             * @description The execution whose handler started this one (`ctx.invoke` or `ctx.spawn`), or null.
+             */
+            parent_execution_id: string | null;
         };
         /** @description An execution as the list shows it. */
         ExecutionSummary: {
@@ -415,16 +421,16 @@ export interface components {
             /** @description The name the handler gave it (with a counter when a name repeats). */
             name: string;
             /**
-             * @description A `step` (ctx.step), a `sleep` (ctx.sleep or ctx.sleepUntil) or an `event` wait (ctx.waitForEvent).
+             * @description A `step` (ctx.step), a `sleep` (ctx.sleep or ctx.sleepUntil), an `event` wait (ctx.waitForEvent) or a `child` execution (ctx.invoke or ctx.spawn).
              * @enum {string}
              */
-            kind: "step" | "sleep" | "event";
+            kind: "step" | "sleep" | "event" | "child";
             /**
              * @description Whether it finished.
              * @enum {string}
              */
             status: "completed" | "in_progress";
-            /** @description The stored result (any JSON value); for an event, `{"payload": ...}`; null while in progress. */
+            /** @description The stored result (any JSON value); for an event, `{"payload": ...}`; for a child, `{"execution_id"}` from the start and, once the child has finished (ctx.invoke), also its `status`, `output` and `error`; otherwise null while in progress. */
             result: unknown;
             wake_at: components["schemas"]["NullableTimestamp"];
             started_at: components["schemas"]["Timestamp"];
@@ -790,6 +796,8 @@ export interface operations {
                 status?: components["schemas"]["ExecutionStatus"];
                 /** @description Only executions of this task. */
                 task?: string;
+                /** @description Only the child executions this execution started (with `ctx.invoke` or `ctx.spawn`). */
+                parent_execution_id?: components["schemas"]["ExecutionId"];
                 /** @description Page size. Values above 500 are clamped to 500; the response's `limit` shows the value applied. */
                 limit?: components["parameters"]["Limit"];
                 /** @description Executions to skip before the page starts. */
@@ -991,7 +999,8 @@ export interface operations {
                      *       "started_at": "2024-10-30T12:00:00.120Z",
                      *       "completed_at": null,
                      *       "output": null,
-                     *       "error": null
+                     *       "error": null,
+                     *       "parent_execution_id": null
                      *     }
                      */
                     "application/json": components["schemas"]["Execution"];
@@ -1050,7 +1059,8 @@ export interface operations {
                      *         "type": "Error",
                      *         "message": "order service answered 500",
                      *         "retryable": true
-                     *       }
+                     *       },
+                     *       "parent_execution_id": null
                      *     }
                      */
                     "application/json": components["schemas"]["Execution"];

@@ -2,12 +2,19 @@ import type Router from '@koa/router';
 import { parseInstant } from '../domain/instant';
 import { CRON_KEY_PREFIX } from '../engine/cron';
 import { ExecutionAlreadyExistsError, ExecutionNotCancellableError, ExecutionNotFoundError, InvalidDataError } from '../errors';
+import { CHILD_KEY_PREFIX } from '../store/children';
 import { cancelExecution, getExecution, listExecutions } from '../store/executions';
 import { loadSteps } from '../store/steps';
 import type { ApiDeps } from './deps';
 import { toExecution, toExecutionSummary, toScheduledExecution, toStep } from './representations';
 import type { ApiState } from './state';
 import { addOperation } from './typed';
+
+/** Idempotency key prefixes the engine uses for executions it starts itself, and who uses them. */
+const RESERVED_KEY_PREFIXES = [
+  [CRON_KEY_PREFIX, 'cron schedules'],
+  [CHILD_KEY_PREFIX, 'child executions'],
+] as const;
 
 /** Schedule, read, list, cancel and the steps of executions. */
 export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): void {
@@ -16,8 +23,10 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
   addOperation(router, deps.routes, 'scheduleExecution', async ({ body }) => {
     // The body's shape was checked by validation; now the task, then its data (the contract's order).
     const startAt = body.start_at === undefined ? undefined : parseInstant(body.start_at);
-    if (body.idempotency_key?.startsWith(CRON_KEY_PREFIX)) {
-      throw new InvalidDataError('request body is invalid', [{ path: 'body/idempotency_key', message: `must not start with "${CRON_KEY_PREFIX}", which cron schedules use` }]);
+    for (const [prefix, owner] of RESERVED_KEY_PREFIXES) {
+      if (body.idempotency_key?.startsWith(prefix)) {
+        throw new InvalidDataError('request body is invalid', [{ path: 'body/idempotency_key', message: `must not start with "${prefix}", which ${owner} use` }]);
+      }
     }
     if (body.start_at !== undefined && startAt === undefined) {
       throw new InvalidDataError('request body is invalid', [{ path: 'body/start_at', message: 'must be an instant in the years 0001 to 9999 (UTC)' }]);
@@ -41,7 +50,7 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
     // Validation applied the spec's defaults and clamped limit, so these are always set.
     const limit = query.limit as number;
     const offset = query.offset as number;
-    const page = await listExecutions(db, { status: query.status, task: query.task, limit, offset, order: query.order ?? 'desc' });
+    const page = await listExecutions(db, { status: query.status, task: query.task, parentId: query.parent_execution_id, limit, offset, order: query.order ?? 'desc' });
     return { status: 200, body: { items: page.items.map(toExecutionSummary), total: page.total, limit, offset } };
   });
 

@@ -32,6 +32,7 @@ export function toExecution(e: ExecutionRecord): Schemas['Execution'] {
     completed_at: isoOrNull(e.completedAt),
     output: e.output ?? null,
     error: e.error === null ? null : { type: e.error.type, message: e.error.message, retryable: e.error.retryable },
+    parent_execution_id: e.parentId,
   };
 }
 

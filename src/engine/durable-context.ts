@@ -5,11 +5,15 @@ import type { Logger } from '../logger';
 import type { Db } from '../store/db';
 import { setCurrentStep, type Lease } from '../store/leases';
 import type { StepKind, StepRecord } from '../store/rows';
+import { startChild, suspendForChild, type ChildStepResult } from '../store/children';
 import { completeTimedStep, suspendExecution, type StepResult } from '../store/steps';
+import { newExecutionId } from '../domain/ids';
+import { parseInstant } from '../domain/instant';
+import type { ChildTaskChecker } from './children';
 import type { LazyAbortController } from './abort';
 import { retryWhileUnavailable } from './db-retry';
-import { EventTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError, SuspendSignal } from './errors';
-import type { EventName, EventPayload, TaskContext } from './task';
+import { ChildExecutionError, EventTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError, SuspendSignal } from './errors';
+import type { ChildOptions, EventName, EventPayload, TaskContext, TaskDefinition } from './task';
 
 /** How long a step may run before the execution's current_step is written (fast steps never are). */
 const CURRENT_STEP_DELAY_MS = 20;
@@ -37,6 +41,8 @@ export interface DurableContextOptions {
   claimCommitted?: Promise<void>;
   /** Records a completed step durably; resolves false when the lease was lost (group-committed). */
   recordStep: (step: StepResult) => Promise<boolean>;
+  /** Checks a child execution's task and data before it is started. */
+  children: ChildTaskChecker;
   onStep?: (name: string, kind: StepKind, durationMs: number) => void;
 }
 
@@ -53,6 +59,9 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   private seq = 0;
   private readonly nameCounts = new Map<string, number>();
   private readonly history: Map<number, StepRecord>;
+  /** Child waits take turns (see awaitChild); set once one of them suspended the execution. */
+  private childWaits: Promise<unknown> = Promise.resolve();
+  private suspended: SuspendSignal | undefined;
 
   constructor(private readonly options: DurableContextOptions) {
     this.executionId = options.lease.id;
@@ -127,6 +136,70 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     return result.payload as EventPayload<E, K>;
   }
 
+  // The public signatures are TaskContext's overloads; `never` lets this one stand for both.
+  invoke(name: string, task: TaskDefinition | string, data?: unknown, options?: ChildOptions): Promise<never>;
+  async invoke(name: string, task: TaskDefinition | string, data?: unknown, options: ChildOptions = {}): Promise<unknown> {
+    const { seq, key } = this.next(name);
+    const recorded = this.replay(seq, key, 'child');
+    if (recorded?.completed) return childOutcome(seq, key, recorded.result as ChildStepResult);
+    if (!recorded) await this.startChild(seq, key, task, data, options, false);
+    return childOutcome(seq, key, await this.awaitChild(seq, key));
+  }
+
+  spawn(name: string, task: TaskDefinition | string, data?: unknown, options?: ChildOptions): Promise<string>;
+  async spawn(name: string, task: TaskDefinition | string, data?: unknown, options: ChildOptions = {}): Promise<string> {
+    const { seq, key } = this.next(name);
+    const recorded = this.replay(seq, key, 'child');
+    if (recorded) return (recorded.result as ChildStepResult).execution_id;
+    return this.startChild(seq, key, task, data, options, true);
+  }
+
+  /** Checks the child's task and data, then inserts it with the step recording it (see startChild). */
+  private async startChild(seq: number, key: string, task: TaskDefinition | string, data: unknown, options: ChildOptions, detached: boolean): Promise<string> {
+    this.throwIfAborted();
+    const taskName = typeof task === 'string' ? task : task?.name;
+    if (typeof taskName !== 'string') throw new TypeError(`child ${JSON.stringify(key)}: the task must be a task name or a defineTask() result`);
+    let startAt: Date | undefined;
+    if (options.startAt !== undefined) {
+      startAt = options.startAt instanceof Date ? options.startAt : parseInstant(options.startAt);
+      if (!startAt || Number.isNaN(startAt.getTime())) throw new RangeError(`child ${JSON.stringify(key)}: startAt ${String(options.startAt)} is not an instant`);
+    }
+    const stored = data === undefined ? null : data;
+    try {
+      toStorableJson(stored, `the data of child ${JSON.stringify(key)}`);
+    } catch (err) {
+      throw new NonRetryableError((err as Error).message);
+    }
+    await this.options.children.check(taskName, stored);
+    const id = newExecutionId();
+    const started = Date.now();
+    const childId = await this.write(() => startChild(this.options.db, this.options.lease, { id, seq, name: key, task: taskName, data: stored, startAt, detached }));
+    if (childId === undefined) throw new LeaseLostError(this.executionId);
+    if (detached) this.options.onStep?.(key, 'child', Date.now() - started);
+    return childId;
+  }
+
+  /**
+   * Waits for the child recorded at `seq`: suspends the execution until it finishes, unless it has.
+   * Waits of one handler take turns, so a fan-out (Promise.all of invokes) suspends once, on the
+   * first unfinished child in call order; once one has suspended, the others unwind with it.
+   */
+  private awaitChild(seq: number, key: string): Promise<ChildStepResult> {
+    const turn = this.childWaits.then(async () => {
+      if (this.suspended) throw this.suspended;
+      this.throwIfAborted();
+      const wait = await this.write(() => suspendForChild(this.options.db, this.options.lease, seq, key));
+      if (wait.kind === 'lost') throw new LeaseLostError(this.executionId);
+      if (wait.kind === 'suspended') {
+        this.suspended = new SuspendSignal(null);
+        throw this.suspended;
+      }
+      return wait.result;
+    });
+    this.childWaits = turn.catch(() => undefined);
+    return turn;
+  }
+
   /**
    * Sleep and wait share this: replay a finished pause; finish one whose deadline has passed; otherwise
    * record the pause (once; a replay keeps the first deadline) and suspend, freeing the worker slot.
@@ -188,4 +261,12 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     await this.options.claimCommitted;
     return retryWhileUnavailable(fn, this.options.writeDeadline(), this.options.abort);
   }
+}
+
+/** A finished child step as ctx.invoke returns it: the output, or ChildExecutionError. */
+function childOutcome(seq: number, key: string, result: ChildStepResult): unknown {
+  // A step recorded by ctx.spawn holds only the id: the handler now invokes where it spawned.
+  if (result.status === undefined) throw new NonDeterminismError(seq, `spawn ${JSON.stringify(key)}`, `invoke ${JSON.stringify(key)}`);
+  if (result.status === 'completed') return result.output;
+  throw new ChildExecutionError(result.execution_id, result.status, result.error ?? null);
 }

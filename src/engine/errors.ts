@@ -2,6 +2,7 @@
 
 const NON_RETRYABLE = Symbol.for('stepwise.NonRetryableError');
 const EVENT_TIMEOUT = Symbol.for('stepwise.EventTimeoutError');
+const CHILD_FAILED = Symbol.for('stepwise.ChildExecutionError');
 
 /**
  * `instanceof` by brand, so a task module that loaded another copy of the package (its own
@@ -30,6 +31,25 @@ export class EventTimeoutError extends Error {
   }
   static override [Symbol.hasInstance](value: unknown): boolean {
     return brandedInstanceOf(this, EventTimeoutError, EVENT_TIMEOUT, value);
+  }
+}
+
+/**
+ * Thrown by ctx.invoke when the child execution failed or was cancelled; a handler may catch it.
+ * `error` is the child's own (its type, message and whether it was retryable).
+ */
+export class ChildExecutionError extends Error {
+  override name = 'ChildExecutionError';
+  readonly [CHILD_FAILED] = true;
+  constructor(
+    readonly executionId: string,
+    readonly status: 'failed' | 'cancelled',
+    readonly error: { type: string; message: string; retryable: boolean } | null,
+  ) {
+    super(`child execution ${executionId} ${status}${error ? `: ${error.message}` : ''}`);
+  }
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return brandedInstanceOf(this, ChildExecutionError, CHILD_FAILED, value);
   }
 }
 

@@ -39,6 +39,26 @@ export interface TaskContext<E extends Record<string, TSchema> = Record<string, 
    * `events` schema). On timeout it throws EventTimeoutError.
    */
   waitForEvent<K extends EventName<E>>(name: K, options?: { timeout?: Duration }): Promise<EventPayload<E, K>>;
+  /**
+   * Starts a child execution of `task` and waits durably for it (the worker slot is freed meanwhile);
+   * returns its output, or throws ChildExecutionError when it fails or is cancelled. Started once per
+   * execution: a replay finds the same child. Given the task's definition rather than its name, `data`
+   * and the output are typed. Cancelling this execution cancels the child.
+   */
+  invoke<D extends TSchema, R>(name: string, task: TaskDefinition<D, Record<string, TSchema>, R>, data: Static<D>, options?: ChildOptions): Promise<Awaited<R>>;
+  invoke(name: string, task: string, data?: unknown, options?: ChildOptions): Promise<unknown>;
+  /**
+   * Starts a child execution of `task` without waiting for it, and returns its execution id. Started
+   * once per execution: a replay returns the same id. Cancelling this execution cancels the child.
+   */
+  spawn<D extends TSchema>(name: string, task: TaskDefinition<D, Record<string, TSchema>, unknown>, data: Static<D>, options?: ChildOptions): Promise<string>;
+  spawn(name: string, task: string, data?: unknown, options?: ChildOptions): Promise<string>;
+}
+
+/** Options of a child execution. */
+export interface ChildOptions {
+  /** Start no earlier than this instant, as POST /executions' `start_at`. */
+  startAt?: Date | string;
 }
 
 export interface TaskOptions<D extends TSchema, E extends Record<string, TSchema>, R> {

@@ -4,6 +4,7 @@ import type { Logger } from '../logger';
 import { CHANNEL_CANCEL, CHANNEL_WORK } from '../store/channels';
 import type { Db } from '../store/db';
 import { LazyAbortController } from './abort';
+import { ChildTaskChecker } from './children';
 import { CronFirer } from './cron';
 import { claimExecutionsBeforeCommit, claimLimitedExecutions, completeAndClaimBeforeCommit, failExecution, releaseExecutions, renewLeases, returnUnstarted, type ClaimedExecution, type CompleteAndClaimResult, type Completion, type Lease } from '../store/leases';
 import { NotificationListener } from '../store/listener';
@@ -87,6 +88,7 @@ export class Worker {
   readonly id = randomUUID();
   private state: WorkerState = 'created';
   private readonly registry: TaskRegistry;
+  private readonly children: ChildTaskChecker;
   /** The tasks this worker claims, computed once: every claim sends them. */
   private readonly taskNames: readonly string[];
   /** The tasks claimed together, in one statement: those without a concurrency limit. */
@@ -125,6 +127,7 @@ export class Worker {
 
   constructor(private readonly options: WorkerOptions) {
     this.registry = new TaskRegistry(options.tasks);
+    this.children = new ChildTaskChecker(options.db, this.registry);
     this.taskNames = this.registry.names();
     this.limits = this.registry.limits();
     this.freeTaskNames = this.taskNames.filter((name) => !this.limits.has(name));
@@ -510,6 +513,7 @@ export class Worker {
         writeDeadline,
         claimCommitted: entry.claimCommitted,
         recordStep: (step) => this.stepRecords.submit(step),
+        children: this.children,
         onStep: (_name, kind, ms) => this.options.observer?.step?.(execution.task, kind, ms),
       });
       const output = await registered.def.run(ctx as never, execution.data as never);

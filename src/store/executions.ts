@@ -127,6 +127,8 @@ export async function getExecutions(db: Db, ids: readonly string[]): Promise<Exe
 export interface ListFilter {
   status?: ExecutionStatus;
   task?: string;
+  /** Only the children of this execution. */
+  parentId?: string;
   limit: number;
   offset: number;
   order: 'asc' | 'desc';
@@ -143,9 +145,14 @@ export interface ListPage {
  * A status is written into the text, never bound, so the planner can prove which partial index serves
  * it; the status comes from the checked enum, and is escaped all the same.
  */
-function listParts(filter: Pick<ListFilter, 'status' | 'task'>): Array<{ where: string; bindings: unknown[] }> {
+function listParts(filter: Pick<ListFilter, 'status' | 'task' | 'parentId'>): Array<{ where: string; bindings: unknown[] }> {
   const task = filter.task !== undefined ? { sql: ' AND task = ?', bindings: [filter.task] } : { sql: '', bindings: [] };
   const part = (status: string) => ({ where: `${status}${task.sql}`, bindings: task.bindings });
+  // One execution's children, running or not, all come from the parent index (migration 007).
+  if (filter.parentId !== undefined) {
+    const status = filter.status ? ` AND status = ${pg.escapeLiteral(filter.status)}` : '';
+    return [{ where: `parent_id = ?::uuid${status}${task.sql}`, bindings: [filter.parentId, ...task.bindings] }];
+  }
   if (filter.status === 'running') return [part("status = 'running'")];
   if (filter.status) return [part(`status = ${pg.escapeLiteral(filter.status)}`)];
   return [part("status <> 'running'"), part("status = 'running'")];

@@ -5,6 +5,7 @@ import * as m003 from './migrations/003-running-apart';
 import * as m004 from './migrations/004-start-at';
 import * as m005 from './migrations/005-task-cron';
 import * as m006 from './migrations/006-task-concurrency';
+import * as m007 from './migrations/007-child-executions';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -19,6 +20,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['004-start-at', m004],
   ['005-task-cron', m005],
   ['006-task-concurrency', m006],
+  ['007-child-executions', m007],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {

@@ -32,6 +32,8 @@ export interface ExecutionRecord {
   completedAt: Date | null;
   output: unknown;
   error: ExecutionError | null;
+  /** The execution whose handler started this one (ctx.invoke, ctx.spawn), or null. */
+  parentId: string | null;
 }
 
 export interface ExecutionRow {
@@ -54,6 +56,7 @@ export interface ExecutionRow {
   completed_at: Date | null;
   output: unknown;
   error: ExecutionError | null;
+  parent_id: string | null;
 }
 
 export function rowToExecution(row: ExecutionRow): ExecutionRecord {
@@ -77,11 +80,12 @@ export function rowToExecution(row: ExecutionRow): ExecutionRecord {
     completedAt: row.completed_at,
     output: row.output,
     error: row.error,
+    parentId: row.parent_id ?? null,
   };
 }
 
 /** Kinds of durable operation a handler records, in call order. */
-export type StepKind = 'step' | 'sleep' | 'event';
+export type StepKind = 'step' | 'sleep' | 'event' | 'child';
 
 export interface StepRecord {
   executionId: string;

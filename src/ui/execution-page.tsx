@@ -26,6 +26,16 @@ function WaitInfo({ execution, steps, now }: { execution: Execution; steps: Step
     case 'sleep':
       text = `Sleeping in “${wait.name}”` + (wait.untilMs === null ? '.' : ` until ${formatInstant(new Date(wait.untilMs).toISOString())} (${formatRelative(wait.untilMs, now)}).`);
       break;
+    case 'child':
+      return (
+        <p class="wait-info wait-child" data-testid="wait-info">
+          Waiting in “{wait.name}” for child execution{' '}
+          <a class="mono" href={routeHref({ page: 'execution', id: wait.childId })}>
+            {wait.childId}
+          </a>{' '}
+          to finish.
+        </p>
+      );
     case 'retry':
       text = `Pending a retry after attempt ${wait.attempt} failed: ${wait.reason}`;
       break;
@@ -46,7 +56,7 @@ function WaitInfo({ execution, steps, now }: { execution: Execution; steps: Step
   );
 }
 
-const KIND_LABEL: Record<TimelineEntry['kind'], string> = { step: 'step', sleep: 'sleep', event: 'event wait' };
+const KIND_LABEL: Record<TimelineEntry['kind'], string> = { step: 'step', sleep: 'sleep', event: 'event wait', child: 'child' };
 
 function entryNote(e: TimelineEntry, now: number): string {
   if (e.kind === 'sleep') {
@@ -58,6 +68,12 @@ function entryNote(e: TimelineEntry, now: number): string {
     if (e.timedOut) return 'timed out';
     if (e.state === 'completed') return `payload ${previewJson((e.result as { payload?: unknown } | null)?.payload, 60)}`;
     return '';
+  }
+  if (e.kind === 'child') {
+    const child = (e.result ?? {}) as { execution_id?: string; status?: string; output?: unknown; error?: { message?: string } | null };
+    if (child.status === 'completed') return `${child.execution_id ?? ''} completed → ${previewJson(child.output, 40)}`;
+    if (child.status) return `${child.execution_id ?? ''} ${child.status}${child.error?.message ? `: ${child.error.message}` : ''}`;
+    return child.execution_id ?? '';
   }
   return e.state === 'completed' ? `→ ${previewJson(e.result, 60)}` : '';
 }
@@ -192,6 +208,13 @@ export function ExecutionPage({ id }: { id: string }) {
             <Fact label="Attempt">
               <span data-testid="attempt">{x.attempt}</span>
             </Fact>
+            {x.parent_execution_id !== null && (
+              <Fact label="Parent">
+                <a class="mono" data-testid="parent-link" href={routeHref({ page: 'execution', id: x.parent_execution_id })}>
+                  {x.parent_execution_id}
+                </a>
+              </Fact>
+            )}
             <Fact label="Steps completed">{x.steps_completed}</Fact>
             <Fact label="Current step">{x.current_step ?? <span class="muted">–</span>}</Fact>
             <Fact label="Created">

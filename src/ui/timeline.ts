@@ -87,6 +87,7 @@ export function buildTimeline(execution: ExecutionTimes, steps: readonly Step[],
 export type WaitDescription =
   | { kind: 'event'; eventName: string; sinceMs: number; timeoutMs: number | null }
   | { kind: 'sleep'; name: string; untilMs: number | null }
+  | { kind: 'child'; name: string; childId: string }
   | { kind: 'retry'; attempt: number; reason: string }
   | { kind: 'scheduled'; startMs: number }
   | { kind: 'queued'; sinceMs: number }
@@ -102,6 +103,9 @@ export function describeWait(
     case 'waiting': {
       const w = execution.waiting_for_event;
       if (w) return { kind: 'event', eventName: w.event_name, sinceMs: Date.parse(w.since), timeoutMs: w.timeout_at ? Date.parse(w.timeout_at) : null };
+      const child = steps.find((s) => s.kind === 'child' && s.status === 'in_progress' && s.name === execution.current_step);
+      const childId = (child?.result as { execution_id?: unknown } | null)?.execution_id;
+      if (child && typeof childId === 'string') return { kind: 'child', name: child.name, childId };
       const sleep = [...steps].reverse().find((s) => s.kind === 'sleep' && s.status === 'in_progress');
       return { kind: 'sleep', name: sleep?.name ?? execution.current_step ?? 'sleep', untilMs: sleep?.wake_at ? Date.parse(sleep.wake_at) : null };
     }

@@ -54,6 +54,7 @@ describe('executions', () => {
       completed_at: null,
       output: null,
       error: null,
+      parent_execution_id: null,
     });
   });
 

@@ -18,6 +18,7 @@ const execution = {
   completed_at: null,
   output: null,
   error: null,
+  parent_execution_id: null,
 };
 
 export const good: Handler<'getExecution'> = async () => ({ status: 200, body: execution });

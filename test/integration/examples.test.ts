@@ -20,7 +20,7 @@ afterAll(async () => {
 describe('the example tasks', () => {
   test('are registered with their schemas, the digest with its cron schedule and concurrency limit', async () => {
     const tasks = await api.client.listTasks();
-    expect(tasks.map((t) => t.name)).toEqual(['flaky-api', 'onboarding-drip', 'order-approval', 'weekday-digest']);
+    expect(tasks.map((t) => t.name)).toEqual(['flaky-api', 'onboarding-drip', 'order-approval', 'photo-batch', 'resize-photo', 'weekday-digest']);
     const digest = tasks.find((t) => t.name === 'weekday-digest');
     expect(digest).toMatchObject({ cron: { pattern: '0 8 * * 1-5', timezone: 'Europe/London' }, concurrency_limit: 2 });
     // 08:00 in London is 08:00 or 07:00 UTC, on a weekday.
@@ -58,6 +58,14 @@ describe('the example tasks', () => {
       steps_completed: 5,
       output: { email: 'ada@example.com', sent: ['welcome', 'tips', 'check-in'] },
     });
+  });
+
+  test('photo batch: one child per photo, run at once, and the parent resumes with their outputs', async () => {
+    const { execution_id: id } = await api.client.schedule('photo-batch', { urls: ['/a.jpg', '/b.jpg', '/c.jpg'], width: 320 });
+    expect(await api.client.wait(id, { deadlineMs: 15_000 })).toMatchObject({ status: 'completed', output: { photos: 3, bytes: 3180 }, steps_completed: 3 });
+    const children = await api.client.list({ parent_execution_id: id, order: 'asc' });
+    expect(children.total).toBe(3);
+    expect(children.items.map((c) => [c.task, c.status])).toEqual(Array(3).fill(['resize-photo', 'completed']));
   });
 
   test('weekday digest: clients schedule it like any task, at once or with start_at', async () => {

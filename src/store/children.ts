@@ -1,0 +1,126 @@
+import type pg from 'pg';
+import { CHANNEL_WORK } from './channels';
+import { preparedRows, withConnection, type Db } from './db';
+import type { Lease } from './leases';
+import { toJsonb } from './rows';
+
+/** Idempotency keys of child executions start with this; clients may not use it. */
+export const CHILD_KEY_PREFIX = 'child:';
+
+/** The key of the child started at position `seq` of `parentId`: the same on every replay. */
+export const childKey = (parentId: string, seq: number): string => `${CHILD_KEY_PREFIX}${parentId}:${seq}`;
+
+/** A child execution to start, from position `seq` (named `name`) of the parent holding `lease`. */
+export interface NewChild {
+  id: string;
+  seq: number;
+  name: string;
+  task: string;
+  data: unknown;
+  startAt?: Date;
+  /** ctx.spawn: the parent does not wait, so its step is finished as soon as the child exists. */
+  detached: boolean;
+}
+
+/** What a child step stores: the child's id, and once it has finished, its outcome. */
+export interface ChildStepResult {
+  execution_id: string;
+  status?: 'completed' | 'failed' | 'cancelled';
+  output?: unknown;
+  error?: { type: string; message: string; retryable: boolean } | null;
+}
+
+/**
+ * Inserts a child execution and the parent's `child` step that records it, in one statement fenced by
+ * the parent's lease, so the step exists before the child can run (the trigger of migration 007
+ * completes it when the child finishes). The parent's row is share-locked: a cancel of the parent waits
+ * for this statement, and then cancels the child too. Idempotent through the child's key: a replay
+ * after a crash, or a retry after a cut connection, finds the child and the step it made the first
+ * time. Returns the child's id, or undefined when the parent's lease is lost.
+ */
+export async function startChild(db: Db, lease: Lease, child: NewChild): Promise<string | undefined> {
+  const key = childKey(lease.id, child.seq);
+  const rows = await preparedRows<{ id: string | null; fenced: boolean }>(
+    db,
+    'stepwise_start_child',
+    `WITH parent AS (
+       SELECT id FROM stepwise.executions WHERE id = $1 AND lease_token = $2 AND status = 'running' FOR SHARE
+     ),
+     inserted AS (
+       INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, parent_id, start_at, due_at)
+       SELECT $3, $4, 'pending', $5::jsonb, $6, parent.id, $7::timestamptz, greatest(now(), coalesce($7::timestamptz, now()))
+         FROM parent
+       ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+       RETURNING id, task, due_at
+     ),
+     child AS (
+       SELECT id FROM inserted
+       UNION ALL
+       SELECT id FROM stepwise.executions WHERE idempotency_key = $6 AND parent_id = $1 AND NOT EXISTS (SELECT 1 FROM inserted)
+     ),
+     step AS (
+       INSERT INTO stepwise.steps (execution_id, seq, name, kind, completed, result, completed_at)
+       SELECT parent.id, $8, $9, 'child', $10, jsonb_build_object('execution_id', child.id), CASE WHEN $10 THEN now() END
+         FROM parent, child
+       ON CONFLICT (execution_id, seq) DO NOTHING
+       RETURNING seq
+     ),
+     counted AS (
+       UPDATE stepwise.executions SET steps_completed = steps_completed + 1
+        WHERE $10 AND id = (SELECT id FROM parent) AND EXISTS (SELECT 1 FROM step)
+       RETURNING id
+     )
+     SELECT (SELECT id FROM child) AS id, EXISTS (SELECT 1 FROM parent) AS fenced,
+            (SELECT count(*) FROM counted) AS _c,
+            (SELECT bool_and(CASE WHEN due_at <= now() THEN pg_notify('${CHANNEL_WORK}', task) END IS NULL) FROM inserted) AS _n`,
+    [lease.id, lease.token, child.id, child.task, toJsonb(child.data ?? null), key, child.startAt?.toISOString() ?? null, child.seq, child.name, child.detached],
+  );
+  const row = rows[0];
+  if (!row?.fenced) return undefined;
+  // Only a concurrent insert of the same key (this execution run twice at once) leaves no child here.
+  if (row.id === null) throw new Error(`child execution ${key} was being started by another attempt; try again`);
+  return row.id;
+}
+
+export type ChildWait = { kind: 'suspended' } | { kind: 'finished'; result: ChildStepResult } | { kind: 'lost' };
+
+/**
+ * Suspends the parent until the child recorded at `seq` finishes, unless it already has. Two
+ * statements in one READ COMMITTED transaction: the first locks the parent's row (fenced by its lease),
+ * the second reads the child step with a snapshot taken after that lock. The trigger that completes
+ * the step takes the same lock first, so either it ran before (and the step reads finished: no
+ * suspension) or it runs after the suspension has committed (and wakes the parent).
+ */
+export async function suspendForChild(db: Db, lease: Lease, seq: number, name: string): Promise<ChildWait> {
+  return withConnection(db, async (connection) => {
+    const run = <T extends pg.QueryResultRow>(text: string, values: unknown[]) => connection.query<T>(text, values);
+    await connection.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+    try {
+      const fence = await run(`SELECT 1 FROM stepwise.executions WHERE id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE`, [lease.id, lease.token]);
+      if (fence.rowCount === 0) {
+        await connection.query('ROLLBACK');
+        return { kind: 'lost' };
+      }
+      const { rows } = await run<{ completed: boolean; result: ChildStepResult; suspended: boolean }>(
+        `WITH step AS (
+           SELECT completed, result FROM stepwise.steps WHERE execution_id = $1 AND seq = $2 AND kind = 'child'
+         ),
+         waiting AS (
+           UPDATE stepwise.executions
+              SET status = 'waiting', lease_token = NULL, current_step = $3, due_at = NULL,
+                  wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL
+            WHERE id = $1 AND EXISTS (SELECT 1 FROM step WHERE NOT completed)
+           RETURNING id
+         )
+         SELECT step.completed, step.result, EXISTS (SELECT 1 FROM waiting) AS suspended FROM step`,
+        [lease.id, seq, name],
+      );
+      await connection.query('COMMIT');
+      if (!rows[0]) throw new Error(`the history of execution ${lease.id} has no child step at #${seq + 1}`);
+      return rows[0].suspended ? { kind: 'suspended' } : { kind: 'finished', result: rows[0].result };
+    } catch (err) {
+      await connection.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
+  });
+}

@@ -1,0 +1,342 @@
+// Child executions: ctx.invoke (start a child and wait for it) and ctx.spawn (start one and go on).
+import { ChildExecutionError, defineTask, Type } from '../../src/index';
+import { queryRows } from '../../src/store/db';
+import { startTestApi, type TestApi } from '../helpers/api-server';
+import { uniqueTask } from '../helpers/simulated-worker';
+import { startWorker } from '../helpers/worker';
+import { waitUntil } from '../helpers/wait-until';
+
+let api: TestApi;
+beforeAll(async () => {
+  api = await startTestApi();
+});
+afterAll(async () => {
+  await api.close();
+});
+
+const childrenOf = async (parent: string) =>
+  queryRows<{ id: string; task: string; status: string; idempotency_key: string }>(
+    api.db,
+    'SELECT id, task, status, idempotency_key FROM stepwise.executions WHERE parent_id = ? ORDER BY created_at, id',
+    [parent],
+  );
+
+describe('ctx.invoke', () => {
+  test('runs the child, waits for it without holding a slot, and returns its typed output', async () => {
+    const double = defineTask({
+      name: uniqueTask('double'),
+      data: Type.Object({ n: Type.Integer() }),
+      async run(_ctx, data) {
+        return { doubled: data.n * 2 };
+      },
+    });
+    let parentRuns = 0;
+    const parent = defineTask({
+      name: uniqueTask('parent'),
+      async run(ctx) {
+        parentRuns += 1;
+        const a = await ctx.invoke('first', double, { n: 2 });
+        const b = await ctx.invoke('second', double, { n: a.doubled });
+        return b.doubled;
+      },
+    });
+    // One slot: the parent must give it up while it waits, or its child could never run.
+    const worker = await startWorker(api.t, [double, parent] as never, { concurrency: 1 });
+    try {
+      const { execution_id } = await api.client.schedule(parent.name, null);
+      const done = await api.client.wait(execution_id, { deadlineMs: 15_000 });
+      expect(done).toMatchObject({ status: 'completed', output: 8, steps_completed: 2, parent_execution_id: null });
+      // Ran three times: at the start, and resumed after each child.
+      expect(parentRuns).toBe(3);
+      const children = await childrenOf(execution_id);
+      expect(children.map((c) => [c.task, c.status, c.idempotency_key])).toEqual([
+        [double.name, 'completed', `child:${execution_id}:0`],
+        [double.name, 'completed', `child:${execution_id}:1`],
+      ]);
+      const child = await api.client.get(children[0].id);
+      expect(child).toMatchObject({ parent_execution_id: execution_id, data: { n: 2 }, output: { doubled: 4 } });
+      const steps = await api.client.listSteps(execution_id);
+      expect(steps.map((s) => [s.kind, s.name, s.status])).toEqual([
+        ['child', 'first', 'completed'],
+        ['child', 'second', 'completed'],
+      ]);
+      expect(steps[0].result).toEqual({ execution_id: children[0].id, status: 'completed', output: { doubled: 4 }, error: null });
+      // The list filter finds them, oldest first.
+      const listed = await api.client.list({ parent_execution_id: execution_id, order: 'asc' });
+      expect(listed.items.map((i) => i.execution_id)).toEqual(children.map((c) => c.id));
+      expect(listed.total).toBe(2);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  test('a failed child throws ChildExecutionError, which the parent may catch; uncaught, it fails the parent', async () => {
+    const failing = defineTask({
+      name: uniqueTask('failing'),
+      retry: { maxAttempts: 1 },
+      async run() {
+        throw new Error('card declined');
+      },
+    });
+    const catching = defineTask({
+      name: uniqueTask('catching'),
+      async run(ctx) {
+        try {
+          await ctx.invoke('charge', failing, null);
+          return 'charged';
+        } catch (err) {
+          if (!(err instanceof ChildExecutionError)) throw err;
+          return { status: err.status, message: err.error?.message, type: err.error?.type, child: err.executionId };
+        }
+      },
+    });
+    const uncaught = defineTask({
+      name: uniqueTask('uncaught'),
+      retry: { maxAttempts: 1 },
+      async run(ctx) {
+        return ctx.invoke('charge', failing.name);
+      },
+    });
+    const worker = await startWorker(api.t, [failing, catching, uncaught] as never);
+    try {
+      const caught = await api.client.schedule(catching.name, null);
+      const done = await api.client.wait(caught.execution_id, { deadlineMs: 15_000 });
+      const [child] = await childrenOf(caught.execution_id);
+      expect(done.output).toEqual({ status: 'failed', message: 'card declined', type: 'Error', child: child.id });
+
+      const plain = await api.client.schedule(uncaught.name, null);
+      const failed = await api.client.wait(plain.execution_id, { deadlineMs: 15_000 });
+      expect(failed.status).toBe('failed');
+      expect(failed.error).toMatchObject({ type: 'ChildExecutionError', retryable: false });
+      expect(failed.error?.message).toMatch(/^child execution [0-9a-f-]{36} failed: card declined$/);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  test('a fan-out (Promise.all of invokes) runs the children at once and resumes the parent with every output', async () => {
+    const square = defineTask({
+      name: uniqueTask('square'),
+      async run(_ctx, data) {
+        await new Promise((r) => setTimeout(r, 20));
+        return (data as number) ** 2;
+      },
+    });
+    let parentRuns = 0;
+    const fan = defineTask({
+      name: uniqueTask('fan'),
+      async run(ctx) {
+        parentRuns += 1;
+        const squares = await Promise.all([1, 2, 3, 4, 5, 6, 7, 8].map((n) => ctx.invoke(`square-${n}`, square.name, n)));
+        return squares;
+      },
+    });
+    const worker = await startWorker(api.t, [square, fan] as never, { concurrency: 16 });
+    try {
+      const { execution_id } = await api.client.schedule(fan.name, null);
+      const done = await api.client.wait(execution_id, { deadlineMs: 15_000 });
+      expect(done).toMatchObject({ status: 'completed', output: [1, 4, 9, 16, 25, 36, 49, 64], steps_completed: 8 });
+      expect((await childrenOf(execution_id)).length).toBe(8);
+      // Woken only by the child it waited for: at most once per child, plus the first run.
+      expect(parentRuns).toBeLessThanOrEqual(9);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  test('a replay after a crash finds the same child, never a second one', async () => {
+    const child = defineTask({ name: uniqueTask('child'), async run() {
+      return 'ok';
+    } });
+    let crashed = false;
+    const parent = defineTask({
+      name: uniqueTask('crashy'),
+      retry: { maxAttempts: 3, initialDelay: 10 },
+      async run(ctx) {
+        const id = await ctx.spawn('background', child, null);
+        const out = await ctx.invoke('foreground', child.name, null);
+        // The first attempt dies once both children have run; the retry replays them.
+        if (!crashed) {
+          crashed = true;
+          throw new Error('crash after the children ran');
+        }
+        return { id, out };
+      },
+    });
+    const worker = await startWorker(api.t, [child, parent] as never);
+    try {
+      const { execution_id } = await api.client.schedule(parent.name, null);
+      const done = await api.client.wait(execution_id, { deadlineMs: 15_000 });
+      const children = await childrenOf(execution_id);
+      expect(children.length).toBe(2);
+      expect(done).toMatchObject({ status: 'completed', output: { id: children[0].id, out: 'ok' }, attempt: 2 });
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  test('a child that finished before its parent suspended is not waited for', async () => {
+    // The child finishes in the window between its insert and the parent's suspension; the parent
+    // must see it finished instead of waiting for a wake-up that already happened.
+    const child = defineTask({ name: uniqueTask('quick'), async run() {
+      return 'quick';
+    } });
+    const parent = defineTask({ name: uniqueTask('slow-to-wait'), async run(ctx) {
+      return ctx.invoke('q', child, null);
+    } });
+    const worker = await startWorker(api.t, [child, parent] as never, { concurrency: 4 });
+    try {
+      const runs = await Promise.all(Array.from({ length: 20 }, () => api.client.schedule(parent.name, null)));
+      const done = await Promise.all(runs.map((r) => api.client.wait(r.execution_id, { deadlineMs: 15_000 })));
+      expect(done.map((d) => d.output)).toEqual(Array(20).fill('quick'));
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  test('the child trigger and the suspension take the same lock: a child finishing meanwhile wakes the parent', async () => {
+    // Drive the race by hand: a parent suspended on its child, and the child finished by another
+    // transaction while the suspension's lock is held.
+    const childTask = uniqueTask('hand-child');
+    const parentTask = uniqueTask('hand-parent');
+    const [parentRow] = await queryRows<{ id: string }>(
+      api.db,
+      `INSERT INTO stepwise.executions (id, task, status, lease_token, due_at) VALUES (gen_random_uuid(), ?, 'running', gen_random_uuid(), now() + interval '1 minute') RETURNING id`,
+      [parentTask],
+    );
+    const [childRow] = await queryRows<{ id: string }>(
+      api.db,
+      `INSERT INTO stepwise.executions (id, task, status, parent_id, lease_token, due_at) VALUES (gen_random_uuid(), ?, 'running', ?, gen_random_uuid(), now() + interval '1 minute') RETURNING id`,
+      [childTask, parentRow.id],
+    );
+    await queryRows(api.db, `INSERT INTO stepwise.steps (execution_id, seq, name, kind, result) VALUES (?, 0, 'c', 'child', jsonb_build_object('execution_id', ?::text))`, [parentRow.id, childRow.id]);
+    // The parent suspends (as suspendForChild's second statement would) while holding its row lock ...
+    const trx = await api.db.transaction({ isolationLevel: 'read committed' });
+    await trx.raw(`SELECT 1 FROM stepwise.executions WHERE id = ? FOR UPDATE`, [parentRow.id]);
+    await trx.raw(`UPDATE stepwise.executions SET status = 'waiting', lease_token = NULL, current_step = 'c', due_at = NULL WHERE id = ?`, [parentRow.id]);
+    // ... the child finishes meanwhile: its trigger waits for the parent's lock ...
+    const finishing = queryRows(api.db, `UPDATE stepwise.executions SET status = 'completed', output = '"done"', completed_at = now() WHERE id = ?`, [childRow.id]);
+    await new Promise((r) => setTimeout(r, 100));
+    await trx.commit();
+    await finishing;
+    // ... and then sees the suspension: the step is complete and the parent due.
+    const [parent] = await queryRows<{ status: string; due: boolean; steps_completed: number }>(
+      api.db,
+      'SELECT status, due_at <= now() AS due, steps_completed FROM stepwise.executions WHERE id = ?',
+      [parentRow.id],
+    );
+    expect(parent).toEqual({ status: 'waiting', due: true, steps_completed: 1 });
+    const [step] = await queryRows<{ completed: boolean; result: unknown }>(api.db, 'SELECT completed, result FROM stepwise.steps WHERE execution_id = ?', [parentRow.id]);
+    expect(step).toEqual({ completed: true, result: { execution_id: childRow.id, status: 'completed', output: 'done', error: null } });
+  });
+
+  test('an unregistered child task fails the attempt (retryable); data that fails its schema fails the parent at once', async () => {
+    const typed = defineTask({ name: uniqueTask('typed'), data: Type.Object({ n: Type.Integer() }), async run() {
+      return null;
+    } });
+    const unknownTask = uniqueTask('nobody-serves-this');
+    const toUnknown = defineTask({ name: uniqueTask('to-unknown'), retry: { maxAttempts: 2, initialDelay: 10 }, async run(ctx) {
+      return ctx.invoke('x', unknownTask, null);
+    } });
+    const badData = defineTask({ name: uniqueTask('bad-data'), retry: { maxAttempts: 3 }, async run(ctx) {
+      return ctx.invoke('x', typed.name, { n: 'not a number' });
+    } });
+    const worker = await startWorker(api.t, [typed, toUnknown, badData] as never);
+    try {
+      const a = await api.client.schedule(toUnknown.name, null);
+      const failedA = await api.client.wait(a.execution_id, { deadlineMs: 15_000 });
+      expect(failedA).toMatchObject({ status: 'failed', attempt: 2, error: { type: 'Error', message: `cannot start a child execution of task "${unknownTask}": no worker has registered it` } });
+      const b = await api.client.schedule(badData.name, null);
+      const failedB = await api.client.wait(b.execution_id, { deadlineMs: 15_000 });
+      expect(failedB).toMatchObject({ status: 'failed', attempt: 1, error: { type: 'NonRetryableError', retryable: false } });
+      expect(failedB.error?.message).toContain(`data for a child execution of task "${typed.name}" does not match its schema: /n must be integer`);
+      expect(await childrenOf(a.execution_id)).toEqual([]);
+      expect(await childrenOf(b.execution_id)).toEqual([]);
+    } finally {
+      await worker.stop();
+    }
+  });
+});
+
+describe('ctx.spawn', () => {
+  test('starts a child without waiting, at a later start if asked, and returns its id', async () => {
+    const later = defineTask({ name: uniqueTask('later'), async run() {
+      return 'ran';
+    } });
+    const startAt = new Date(Date.now() + 3600_000);
+    const parent = defineTask({ name: uniqueTask('spawner'), async run(ctx) {
+      const now = await ctx.spawn('now', later, null);
+      const delayed = await ctx.spawn('delayed', later.name, { x: 1 }, { startAt });
+      return [now, delayed];
+    } });
+    const worker = await startWorker(api.t, [later, parent] as never);
+    try {
+      const { execution_id } = await api.client.schedule(parent.name, null);
+      const done = await api.client.wait(execution_id, { deadlineMs: 15_000 });
+      const [nowId, delayedId] = done.output as string[];
+      expect(done.steps_completed).toBe(2);
+      expect((await api.client.wait(nowId, { deadlineMs: 15_000 })).output).toBe('ran');
+      expect(await api.client.get(delayedId)).toMatchObject({ status: 'pending', start_at: startAt.toISOString(), data: { x: 1 }, parent_execution_id: execution_id });
+      await api.client.cancel(delayedId);
+    } finally {
+      await worker.stop();
+    }
+  });
+});
+
+describe('cancelling a parent', () => {
+  test('cancels its unfinished children and theirs, aborting running handlers; finished children stay as they are', async () => {
+    let grandchildAborted = false;
+    const grandchild = defineTask({ name: uniqueTask('grandchild'), async run(ctx) {
+      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve()));
+      grandchildAborted = true;
+      return null;
+    } });
+    const quick = defineTask({ name: uniqueTask('quick'), async run() {
+      return 'done';
+    } });
+    const child = defineTask({ name: uniqueTask('middle'), async run(ctx) {
+      return ctx.invoke('deep', grandchild, null);
+    } });
+    const parent = defineTask({ name: uniqueTask('top'), async run(ctx) {
+      await ctx.invoke('quick', quick, null);
+      await ctx.spawn('detached', child, null);
+      return ctx.invoke('waits', child, null);
+    } });
+    const worker = await startWorker(api.t, [grandchild, quick, child, parent] as never);
+    try {
+      const { execution_id } = await api.client.schedule(parent.name, null);
+      // Both middles wait on a grandchild that runs until aborted.
+      await waitUntil(async () => (await queryRows<{ n: number }>(api.db, `SELECT count(*)::int AS n FROM stepwise.executions WHERE task = ? AND status = 'running'`, [grandchild.name]))[0].n === 2, 'two grandchildren to run');
+      expect(await api.client.cancel(execution_id)).toEqual({ execution_id, status: 'cancelled' });
+      const children = await childrenOf(execution_id);
+      expect(children.map((c) => [c.task, c.status])).toEqual([
+        [quick.name, 'completed'],
+        [child.name, 'cancelled'],
+        [child.name, 'cancelled'],
+      ]);
+      const grandchildren = (await Promise.all(children.slice(1).map((c) => childrenOf(c.id)))).flat();
+      expect(grandchildren.map((g) => g.status)).toEqual(['cancelled', 'cancelled']);
+      const g = await api.client.get(grandchildren[0].id);
+      expect(g.error).toEqual({ type: 'cancelled', message: `its parent execution ${children[1].id} was cancelled`, retryable: false });
+      await waitUntil(() => grandchildAborted, 'the running grandchild handler to see ctx.signal abort');
+    } finally {
+      await worker.stop();
+    }
+  });
+});
+
+describe('the API', () => {
+  test('refuses idempotency keys starting with child:, and filters the list by parent', async () => {
+    const res = await api.call('POST', '/api/v1/executions', {
+      body: JSON.stringify({ task: 'anything', idempotency_key: 'child:x' }),
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(res.status).toBe(422);
+    expect(res.body).toMatchObject({ error: { code: 'invalid_data', details: [{ path: 'body/idempotency_key', message: 'must not start with "child:", which child executions use' }] } });
+    const bad = await api.call('GET', '/api/v1/executions?parent_execution_id=nope');
+    expect(bad.status).toBe(422);
+    const none = await api.client.list({ parent_execution_id: '0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10' });
+    expect(none).toMatchObject({ items: [], total: 0 });
+  });
+});
