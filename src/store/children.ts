@@ -33,8 +33,9 @@ export interface ChildStepResult {
 /**
  * Inserts a child execution and the parent's `child` step that records it, in one statement fenced by
  * the parent's lease, so the step exists before the child can run (the trigger of migration 007
- * completes it when the child finishes). The parent's row is share-locked: a cancel of the parent waits
- * for this statement, and then cancels the child too. Idempotent through the child's key: a replay
+ * completes it when the child finishes). The parent's row is locked, not share-locked (a spawn counts
+ * its step on that row, and two share-holders upgrading at once deadlock): starts of one parent's
+ * children take turns, and a cancel of the parent waits for this statement, then cancels the child too. Idempotent through the child's key: a replay
  * after a crash, or a retry after a cut connection, finds the child and the step it made the first
  * time. Returns the child's id, or undefined when the parent's lease is lost.
  */
@@ -44,7 +45,7 @@ export async function startChild(db: Db, lease: Lease, child: NewChild): Promise
     db,
     'stepwise_start_child',
     `WITH parent AS (
-       SELECT id FROM stepwise.executions WHERE id = $1 AND lease_token = $2 AND status = 'running' FOR SHARE
+       SELECT id FROM stepwise.executions WHERE id = $1 AND lease_token = $2 AND status = 'running' FOR NO KEY UPDATE
      ),
      inserted AS (
        INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, parent_id, start_at, due_at)

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { newExecutionId } from '../domain/ids';
 import type { ExecutionStatus } from '../domain/status';
-import { preparedRows, queryRows, type Db } from './db';
+import { preparedRows, queryRows, withConnection, type Db } from './db';
 import { CHANNEL_CHANGED, CHANNEL_CANCEL, CHANNEL_WORK } from './channels';
 import { rowToExecution, toJsonb, type ExecutionRecord, type ExecutionRow } from './rows';
 
@@ -213,22 +213,48 @@ export type CancelOutcome =
  * hears CHANNEL_CANCEL and aborts ctx.signal; its later writes are fenced out by the status check.
  * Stamped with clock_timestamp(), evaluated once the row is locked: a step that committed while the
  * cancel waited for the row is then stamped before it (now() would be when the cancel began waiting).
+ *
+ * The execution's unfinished descendants are cancelled with it (the trigger of migration 007). A child
+ * that finishes locks its own row, then its parent's; so the cancel first locks the whole unfinished
+ * subtree deepest first, and the execution itself last, in a READ COMMITTED transaction of its own:
+ * it waits for a finishing child rather than deadlocking with it, and its UPDATE then finds every row
+ * already locked. A child being started meanwhile waits for the parent's lock and then finds the parent
+ * cancelled.
  */
 export async function cancelExecution(db: Db, id: string): Promise<CancelOutcome> {
-  const rows = await queryRows<ExecutionRow>(
-    db,
-    `WITH c AS (
+  const rows = await withConnection(db, async (connection) => {
+    await connection.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+    try {
+      await connection.query(
+        `WITH RECURSIVE tree(id, depth) AS (
+           SELECT id, 0 FROM stepwise.executions WHERE id = $1
+           UNION ALL
+           SELECT e.id, t.depth + 1 FROM stepwise.executions e JOIN tree t ON e.parent_id = t.id
+            WHERE e.status IN ('pending','running','waiting')
+         )
+         SELECT e.id FROM stepwise.executions e JOIN tree USING (id) ORDER BY tree.depth DESC, e.id FOR NO KEY UPDATE OF e`,
+        [id],
+      );
+      const result = await connection.query<ExecutionRow>(
+        `WITH c AS (
        UPDATE stepwise.executions
           SET status = 'cancelled', completed_at = clock_timestamp(), due_at = NULL, lease_token = NULL,
               current_step = NULL, wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL,
               error = '{"type":"cancelled","message":"execution was cancelled","retryable":false}'::jsonb
-        WHERE id = ? AND status IN ('pending','running','waiting')
+        WHERE id = $1 AND status IN ('pending','running','waiting')
         RETURNING *
      )
      SELECT c.*, pg_notify('${CHANNEL_CANCEL}', c.id::text) IS NULL AS _a,
             pg_notify('${CHANNEL_CHANGED}', c.id::text) IS NULL AS _b FROM c`,
-    [id],
-  );
+        [id],
+      );
+      await connection.query('COMMIT');
+      return result.rows;
+    } catch (err) {
+      await connection.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
+  });
   if (rows[0]) return { kind: 'cancelled', execution: rowToExecution(rows[0]) };
   const current = await getExecution(db, id);
   if (!current) return { kind: 'not_found' };

@@ -1,6 +1,9 @@
 // Child executions: ctx.invoke (start a child and wait for it) and ctx.spawn (start one and go on).
+import { newExecutionId } from '../../src/domain/ids';
 import { ChildExecutionError, defineTask, Type } from '../../src/index';
+import { startChild } from '../../src/store/children';
 import { queryRows } from '../../src/store/db';
+import { cancelExecution } from '../../src/store/executions';
 import { startTestApi, type TestApi } from '../helpers/api-server';
 import { uniqueTask } from '../helpers/simulated-worker';
 import { startWorker } from '../helpers/worker';
@@ -13,6 +16,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await api.close();
 });
+
+const newId = () => newExecutionId();
 
 const childrenOf = async (parent: string) =>
   queryRows<{ id: string; task: string; status: string; idempotency_key: string }>(
@@ -228,6 +233,46 @@ describe('ctx.invoke', () => {
     expect(parent).toEqual({ status: 'waiting', due: true, steps_completed: 1 });
     const [step] = await queryRows<{ completed: boolean; result: unknown }>(api.db, 'SELECT completed, result FROM stepwise.steps WHERE execution_id = ?', [parentRow.id]);
     expect(step).toEqual({ completed: true, result: { execution_id: childRow.id, status: 'completed', output: 'done', error: null } });
+  });
+
+  test('ten children started at once by one parent take turns on its row instead of deadlocking', async () => {
+    const [parentRow] = await queryRows<{ id: string; lease_token: string }>(
+      api.db,
+      `INSERT INTO stepwise.executions (id, task, status, lease_token, due_at) VALUES (gen_random_uuid(), ?, 'running', gen_random_uuid(), now() + interval '1 minute') RETURNING id, lease_token`,
+      [uniqueTask('many-spawns')],
+    );
+    const lease = { id: parentRow.id, token: parentRow.lease_token };
+    const task = uniqueTask('spawned');
+    const ids = await Promise.all(
+      Array.from({ length: 10 }, (_, seq) => startChild(api.db, lease, { id: newId(), seq, name: `s${seq}`, task, data: seq, detached: seq % 2 === 0 })),
+    );
+    expect(new Set(ids).size).toBe(10);
+    const [parent] = await queryRows<{ steps_completed: number }>(api.db, 'SELECT steps_completed FROM stepwise.executions WHERE id = ?', [parentRow.id]);
+    expect(parent.steps_completed).toBe(5);
+  });
+
+  test('cancelling a parent while a child is finishing waits for the child instead of deadlocking with it', async () => {
+    const [parentRow] = await queryRows<{ id: string }>(
+      api.db,
+      `INSERT INTO stepwise.executions (id, task, status, lease_token, due_at) VALUES (gen_random_uuid(), ?, 'waiting', NULL, NULL) RETURNING id`,
+      [uniqueTask('cancel-parent')],
+    );
+    const [childRow] = await queryRows<{ id: string }>(
+      api.db,
+      `INSERT INTO stepwise.executions (id, task, status, parent_id, lease_token, due_at) VALUES (gen_random_uuid(), ?, 'running', ?, gen_random_uuid(), now() + interval '1 minute') RETURNING id`,
+      [uniqueTask('finishing-child'), parentRow.id],
+    );
+    // A worker's completion holds the child's row; its trigger will want the parent's next.
+    const completion = await api.db.transaction({ isolationLevel: 'read committed' });
+    await completion.raw('SELECT 1 FROM stepwise.executions WHERE id = ? FOR NO KEY UPDATE', [childRow.id]);
+    const cancelling = cancelExecution(api.db, parentRow.id);
+    await new Promise((r) => setTimeout(r, 100));
+    // Had the cancel locked the parent first, this would deadlock (40P01 after deadlock_timeout).
+    await completion.raw(`UPDATE stepwise.executions SET status = 'completed', output = '1', completed_at = now() WHERE id = ?`, [childRow.id]);
+    await completion.commit();
+    expect((await cancelling).kind).toBe('cancelled');
+    const [child] = await queryRows<{ status: string }>(api.db, 'SELECT status FROM stepwise.executions WHERE id = ?', [childRow.id]);
+    expect(child.status).toBe('completed');
   });
 
   test('an unregistered child task fails the attempt (retryable); data that fails its schema fails the parent at once', async () => {
