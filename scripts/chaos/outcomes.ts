@@ -1,7 +1,7 @@
 // What `make chaos` schedules, and what each execution must end as: a pure function of its data,
 // written independently of the tasks (scripts/chaos/tasks.ts) so that the check is not a tautology.
 
-export type ChaosKind = 'steps' | 'delayed' | 'sleep' | 'event' | 'event-timeout' | 'flaky' | 'fail' | 'exhaust' | 'cancel' | 'slow' | 'limited';
+export type ChaosKind = 'steps' | 'delayed' | 'sleep' | 'event' | 'event-timeout' | 'flaky' | 'fail' | 'exhaust' | 'cancel' | 'slow' | 'limited' | 'fanout';
 
 export interface ChaosData {
   n: number;
@@ -52,6 +52,7 @@ const MIX: ReadonlyArray<readonly [ChaosKind, number]> = [
   ['cancel', 10],
   ['slow', 10],
   ['limited', 5],
+  ['fanout', 6],
 ];
 
 const TASKS: Record<ChaosKind, string> = {
@@ -66,6 +67,7 @@ const TASKS: Record<ChaosKind, string> = {
   cancel: 'chaos.cancel',
   slow: 'chaos.slow',
   limited: 'chaos.limited',
+  fanout: 'chaos.fanout',
 };
 
 /** The concurrency limit of `chaos.limited` (scripts/chaos/tasks.ts), which the run samples. */
@@ -93,6 +95,7 @@ export function planExecutions(count: number, seed: number, runId: string): Plan
     if (kind === 'flaky') data.failTimes = int(1, 2);
     if (kind === 'slow') data.ms = int(200, 800);
     if (kind === 'limited') data.ms = int(20, 150);
+    if (kind === 'fanout') data.steps = int(2, 4);
     if (kind === 'cancel') {
       data.ms = int(0, 400);
       cancelAfterMs = int(0, 1500);
@@ -131,7 +134,20 @@ export function expectedOutcome(p: PlannedExecution): ExpectedOutcome {
     case 'slow':
     case 'limited':
       return { status: 'completed', output: { n, b: n + 1 } };
+    case 'fanout':
+      return { status: 'completed', output: { n, total: fanoutChildren(p).reduce((s, c) => s + c.output.sum, 0) } };
   }
+}
+
+/**
+ * The children a `chaos.fanout` execution starts, one per position, each a `chaos.steps` of two steps
+ * on data n * 10 + i: their keys, data and outputs.
+ */
+export function fanoutChildren(p: PlannedExecution): Array<{ seq: number; task: string; data: ChaosData; output: { n: number; sum: number } }> {
+  return Array.from({ length: p.data.steps ?? 2 }, (_, i) => {
+    const n = p.data.n * 10 + i + 1;
+    return { seq: i, task: 'chaos.steps', data: { n, steps: 2 }, output: { n, sum: n + 2 * n } };
+  });
 }
 
 /** Steps (ctx.step names) an execution that ran to its end must have recorded. */
@@ -154,6 +170,8 @@ export function expectedSteps(p: PlannedExecution): string[] {
     case 'slow':
     case 'limited':
       return ['one', 'two'];
+    case 'fanout':
+      return [];
   }
 }
 

@@ -168,6 +168,18 @@ export const limited = defineTask({
   run: twoSlowSteps,
 });
 
+/** Fans out to `steps` children of chaos.steps at once, and sums their sums: output { n, total }. */
+export const fanout = defineTask({
+  name: 'chaos.fanout',
+  data: Data,
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    const children = Array.from({ length: data.steps ?? 2 }, (_, i) => ctx.invoke(`child-${i + 1}`, steps, { n: data.n * 10 + i + 1, steps: 2 }));
+    const sums = await Promise.all(children);
+    return { n: data.n, total: sums.reduce((s, c) => s + c.sum, 0) };
+  },
+});
+
 /** Fired every second by every worker (they are killed and restarted all along): one execution per second at most. */
 export const tick = defineTask({
   name: 'chaos.tick',

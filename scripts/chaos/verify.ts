@@ -4,7 +4,7 @@ import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import pg from 'pg';
 import type { DrivenResult } from './driver';
-import { CRON_OUTPUT, CRON_TASK, expectedOutcome, expectedSteps, type PlannedExecution } from './outcomes';
+import { CRON_OUTPUT, CRON_TASK, expectedOutcome, expectedSteps, fanoutChildren, type PlannedExecution } from './outcomes';
 
 export interface Verification {
   violations: string[];
@@ -77,7 +77,9 @@ export async function verifyRun(
       completed_at: Date | null;
       start_at: Date | null;
       started_at: Date | null;
-    }>('SELECT id, task, idempotency_key, status, output, error, attempt, completed_at, start_at, started_at FROM stepwise.executions');
+      parent_id: string | null;
+      data: unknown;
+    }>('SELECT id, task, idempotency_key, status, output, error, attempt, completed_at, start_at, started_at, parent_id, data FROM stepwise.executions');
     const { rows: steps } = await client.query<{ execution_id: string; name: string; kind: string; completed: boolean; result: { run?: string } | null; completed_at: Date | null }>(
       'SELECT execution_id, name, kind, completed, result, completed_at FROM stepwise.steps',
     );
@@ -85,7 +87,13 @@ export async function verifyRun(
     // Nothing lost, nothing duplicated: exactly one execution per planned idempotency key, and no other.
     const byKey = new Map<string, (typeof executions)[number][]>();
     let cronFires = 0;
+    // Child executions (chaos.fanout's), by their key: checked against their parent's plan below.
+    const childrenByKey = new Map<string, (typeof executions)[number][]>();
     for (const e of executions) {
+      if (e.parent_id !== null) {
+        childrenByKey.set(e.idempotency_key ?? '', [...(childrenByKey.get(e.idempotency_key ?? '') ?? []), e]);
+        continue;
+      }
       if (e.task === CRON_TASK) {
         cronFires += 1;
         // One execution per fire time, keyed by it; finished unless it was due as the workers stopped.
@@ -107,6 +115,7 @@ export async function verifyRun(
     const stepsByExecution = new Map<string, typeof steps>();
     for (const s of steps) stepsByExecution.set(s.execution_id, [...(stepsByExecution.get(s.execution_id) ?? []), s]);
     const plansById = new Map<string, PlannedExecution>();
+    const childIds = new Set<string>();
 
     for (const plan of plans) {
       const found = byKey.get(plan.idempotencyKey) ?? [];
@@ -142,6 +151,22 @@ export async function verifyRun(
         violate('wrong-error', `${e.id} (${plan.kind}) error ${JSON.stringify(e.error)}, expected ${JSON.stringify(expected.error)}`);
       }
       if (expected.status === 'cancelled' && e.error?.type !== 'cancelled') violate('wrong-error', `${e.id} cancelled with error ${JSON.stringify(e.error)}`);
+      if (plan.kind === 'fanout') {
+        // Exactly one child per position, each run to its own expected end, whatever crashed meanwhile.
+        for (const want of fanoutChildren(plan)) {
+          const key = `child:${e.id}:${want.seq}`;
+          const found = childrenByKey.get(key) ?? [];
+          childrenByKey.delete(key);
+          if (found.length !== 1) {
+            violate(found.length === 0 ? 'child-lost' : 'child-duplicated', `${e.id} has ${found.length} children at #${want.seq + 1}`);
+            continue;
+          }
+          const child = found[0];
+          childIds.add(child.id);
+          if (child.parent_id !== e.id || child.task !== want.task || !isDeepStrictEqual(child.data, want.data)) violate('child-wrong', `${child.id}: ${child.task} ${JSON.stringify(child.data)} of ${child.parent_id}`);
+          if (child.status !== 'completed' || !isDeepStrictEqual(child.output, want.output)) violate('child-outcome', `${child.id} ended ${child.status} with ${JSON.stringify(child.output)}, expected ${JSON.stringify(want.output)}`);
+        }
+      }
       const recorded = stepsByExecution.get(e.id) ?? [];
       if (expected.status !== 'cancelled') {
         const names = recorded.filter((s) => s.kind === 'step' && s.completed).map((s) => s.name).sort();
@@ -154,6 +179,8 @@ export async function verifyRun(
         }
       }
     }
+
+    for (const [key, found] of childrenByKey) violate('stray-child', `${found.length} child executions with key ${key} that no planned parent started`);
 
     // What the driver saw at the end agrees with the database.
     const rowsById = new Map(executions.map((e) => [e.id, e]));
@@ -172,7 +199,7 @@ export async function verifyRun(
     const runsByStep = new Map<string, EffectLine[]>();
     const startAtById = new Map(executions.filter((e) => e.start_at).map((e) => [e.id, e.start_at!.getTime()]));
     for (const line of effects) {
-      if (!plansById.has(line.executionId)) {
+      if (!plansById.has(line.executionId) && !childIds.has(line.executionId)) {
         violate('stray-effect', `side effect for unknown execution ${line.executionId}`);
         continue;
       }

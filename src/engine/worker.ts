@@ -521,7 +521,7 @@ export class Worker {
       if (entry.controller.aborted) throw entry.controller.reason;
       toStorableJson(output, 'the handler\'s return value');
       await entry.claimCommitted;
-      const landed = await retryWhileUnavailable(() => this.completions.submit({ ...entry.lease, output }), writeDeadline());
+      const landed = await retryWhileUnavailable(() => this.completions.submit({ ...entry.lease, output, parentId: execution.parentId }), writeDeadline());
       if (landed) {
         if (this.options.log.isLevelEnabled('debug')) log().debug({ durationMs: Date.now() - started }, 'execution completed');
         this.options.observer?.finished?.(execution.task, 'completed', Date.now() - started);

@@ -5,7 +5,7 @@ import { CHANNEL_CHANGED, CHANNEL_WORK } from './channels';
 import { toJsonb, type ExecutionError, type ExecutionRecord, type ExecutionRow } from './rows';
 
 /** What a worker needs of an execution it claimed (the claim returns no more: parsing is per row). */
-export type ClaimedRecord = Pick<ExecutionRecord, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'stepsCompleted' | 'leaseToken'>;
+export type ClaimedRecord = Pick<ExecutionRecord, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'stepsCompleted' | 'leaseToken' | 'parentId'>;
 
 /** A claimed execution together with what the claim saw. */
 export interface ClaimedExecution {
@@ -98,7 +98,7 @@ export async function claimLimitedExecutions(db: Db, task: string, cap: number, 
 }
 
 /** Instants come as epoch milliseconds: a number parses in a fraction of a timestamp's time. */
-type ClaimRow = Pick<ExecutionRow, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'steps_completed' | 'lease_token'> & {
+type ClaimRow = Pick<ExecutionRow, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'steps_completed' | 'lease_token' | 'parent_id'> & {
   ready_ms: number;
   scheduled_ms: number;
   previous_status: ClaimedExecution['previousStatus'];
@@ -113,7 +113,7 @@ interface ClaimStatements {
   /** The claim: $1 limit, $2 lease seconds. */
   claimName: string;
   claimSql: string;
-  /** Completions plus the claim: $1-$3 the completions (see completionParams), $4 limit, $5 lease seconds. */
+  /** Completions plus the claim: $1-$4 the completions (see completionParams), $5 limit, $6 lease seconds. */
   completeName: string;
   completeSql: string;
 }
@@ -145,7 +145,7 @@ export function claimStatements(tasks: readonly string[]): ClaimStatements {
      SELECT ${CLAIM_COLUMNS} FROM claimed JOIN due USING (id)`,
       completeName: `stepwise_complete_and_claim_${suffix}`,
       completeSql: `WITH ${COMPLETE_CTES},
-     ${claimCtes(list, '$4', '$5', 'id <> ALL($1::uuid[])')}
+     ${claimCtes(list, '$5', '$6', 'id <> ALL($1::uuid[])')}
      SELECT c.*, CASE WHEN row_number() OVER () = 1 THEN d.completed_ids END AS completed_ids, (SELECT count(*) FROM notified) AS _n
        FROM (SELECT string_agg(id::text, ',') AS completed_ids FROM done) d
        LEFT JOIN (SELECT ${CLAIM_COLUMNS} FROM claimed JOIN due USING (id)) c ON true`,
@@ -165,6 +165,7 @@ const toClaimed = (r: ClaimRow): ClaimedExecution => ({
     attempt: r.attempt,
     stepsCompleted: r.steps_completed,
     leaseToken: r.lease_token,
+    parentId: r.parent_id,
   },
   previousStatus: r.previous_status,
   claimedAt: new Date(r.claimed_ms),
@@ -210,7 +211,7 @@ function claimCtes(tasks: string, limit: string, leaseSecs: string, exclude: str
               started_at = coalesce(e.started_at, now()),
               wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL
         WHERE e.id = ANY(ARRAY(SELECT id FROM due))
-        RETURNING e.id, e.task, e.status, e.data, e.attempt, e.steps_completed, e.lease_token,
+        RETURNING e.id, e.task, e.status, e.data, e.attempt, e.steps_completed, e.lease_token, e.parent_id,
                   (extract(epoch FROM greatest(e.created_at, e.start_at)) * 1000)::float8 AS ready_ms,
                   (extract(epoch FROM coalesce(e.start_at, e.created_at)) * 1000)::float8 AS scheduled_ms
      )`;
@@ -234,6 +235,8 @@ export async function renewLeases(db: Db, leases: readonly Lease[], leaseMs: num
 /** One finished execution to record. */
 export interface Completion extends Lease {
   output: unknown;
+  /** The execution's parent, when a handler started it (ctx.invoke, ctx.spawn). */
+  parentId?: string | null;
 }
 
 /**
@@ -254,26 +257,40 @@ export async function completeExecutions(db: Db, items: readonly Completion[]): 
 }
 
 /**
- * The CTEs `done` and `notified` of a completion, over parameters $1..$3 (see completionParams): one
+ * The CTEs `parents`, `done` and `notified` of a completion, over parameters $1..$4 (see
+ * completionParams). `parents` locks the parents of the executions being completed ($4, ordered by id)
+ * before `done` locks any of them (its InitPlan runs before the update's scan): each child's trigger
+ * (migration 007) then finds its parent already held, so two batches finishing children of the same
+ * parents cannot lock those in opposite orders and deadlock. Empty for executions without a parent,
+ * which is nearly all of them: an index probe of an empty array. One
  * NOTIFY per 200 ids, since a payload must stay under PostgreSQL's 8,000 bytes. No join: the rows are
  * found by primary key (id = ANY), and each row's item by its lease token, which is unique to one claim
  * of one execution, so the item holding a row's current token is that row's (and a stale item of the
  * same execution, with an older token, matches nothing). Joined with an unnest of the items, the
  * generic plan re-scanned the unnest once per row: 96 x 96 comparisons, 4 of a 9 ms statement.
  */
-const COMPLETE_CTES = `done AS (
+const COMPLETE_CTES = `parents AS (
+       SELECT id FROM stepwise.executions WHERE id = ANY($4::uuid[]) ORDER BY id FOR NO KEY UPDATE
+     ),
+     done AS (
        UPDATE stepwise.executions e
           SET status = 'completed', output = ($3::jsonb[])[array_position($2::uuid[], e.lease_token)], completed_at = now(),
               due_at = NULL, lease_token = NULL, current_step = NULL, error = NULL
         WHERE e.id = ANY($1::uuid[]) AND e.lease_token = ANY($2::uuid[]) AND e.status = 'running'
           AND ($1::uuid[])[array_position($2::uuid[], e.lease_token)] = e.id
+          AND (SELECT count(*) FROM parents) >= 0
         RETURNING e.id
      ),
      notified AS (
        SELECT pg_notify('${CHANNEL_CHANGED}', string_agg(id::text, ',')) FROM (SELECT id, (row_number() OVER ()) / 200 AS chunk FROM done) c GROUP BY chunk
      )`;
 
-const completionParams = (items: readonly Completion[]) => [items.map((i) => i.id), items.map((i) => i.token), items.map((i) => toJsonb(i.output ?? null))];
+const completionParams = (items: readonly Completion[]) => [
+  items.map((i) => i.id),
+  items.map((i) => i.token),
+  items.map((i) => toJsonb(i.output ?? null)),
+  [...new Set(items.flatMap((i) => (i.parentId ? [i.parentId] : [])))].sort(),
+];
 
 /** What a fused completion and claim did; `committed` settles when its commit does. */
 export interface CompleteAndClaimResult {

@@ -4,6 +4,7 @@ import { ChildExecutionError, defineTask, Type } from '../../src/index';
 import { startChild } from '../../src/store/children';
 import { queryRows } from '../../src/store/db';
 import { cancelExecution } from '../../src/store/executions';
+import { completeExecutions } from '../../src/store/leases';
 import { startTestApi, type TestApi } from '../helpers/api-server';
 import { uniqueTask } from '../helpers/simulated-worker';
 import { startWorker } from '../helpers/worker';
@@ -273,6 +274,30 @@ describe('ctx.invoke', () => {
     expect((await cancelling).kind).toBe('cancelled');
     const [child] = await queryRows<{ status: string }>(api.db, 'SELECT status FROM stepwise.executions WHERE id = ?', [childRow.id]);
     expect(child.status).toBe('completed');
+  });
+
+  test('two batches finishing children of the same two parents, in opposite orders, do not deadlock', async () => {
+    const insert = (sql: string, bindings: unknown[]) => queryRows<{ id: string; lease_token: string }>(api.db, sql, bindings);
+    for (let round = 0; round < 30; round++) {
+      const parents = await insert(
+        `INSERT INTO stepwise.executions (id, task, status) SELECT gen_random_uuid(), ?, 'waiting' FROM generate_series(1, 2) RETURNING id, lease_token`,
+        [uniqueTask('p')],
+      );
+      // Child ids in ascending order, so each batch finishes (and its triggers lock parents) in id order:
+      // batch A reaches parent 0 first, batch B parent 1 first.
+      const ids = Array.from({ length: 4 }, () => newId()).sort();
+      const children = await insert(
+        `INSERT INTO stepwise.executions (id, task, status, parent_id, lease_token, due_at)
+         SELECT c.id, ?, 'running', c.parent, gen_random_uuid(), now() + interval '1 minute'
+           FROM unnest(?::uuid[], ?::uuid[]) AS c(id, parent) RETURNING id, lease_token`,
+        [uniqueTask('c'), ids, [parents[0].id, parents[1].id, parents[1].id, parents[0].id]],
+      );
+      const token = new Map(children.map((c) => [c.id, c.lease_token]));
+      const item = (i: number, parent: number) => ({ id: ids[i], token: token.get(ids[i]) as string, output: i, parentId: parents[parent].id });
+      // A finishes children of parent 0 then 1; B, at the same time, of parent 1 then 0.
+      const [a, b] = await Promise.all([completeExecutions(api.db, [item(0, 0), item(1, 1)]), completeExecutions(api.db, [item(2, 1), item(3, 0)])]);
+      expect([a.size, b.size]).toEqual([2, 2]);
+    }
   });
 
   test('an unregistered child task fails the attempt (retryable); data that fails its schema fails the parent at once', async () => {
