@@ -45,13 +45,13 @@ export interface TaskContext<E extends Record<string, TSchema> = Record<string, 
    * execution: a replay finds the same child. Given the task's definition rather than its name, `data`
    * and the output are typed. Cancelling this execution cancels the child.
    */
-  invoke<D extends TSchema, R>(name: string, task: TaskDefinition<D, Record<string, TSchema>, R>, data: Static<D>, options?: ChildOptions): Promise<Awaited<R>>;
+  invoke<D extends TSchema, CE extends Record<string, TSchema>, R>(name: string, task: TaskDefinition<D, CE, R>, data: Static<D>, options?: ChildOptions): Promise<Awaited<R>>;
   invoke(name: string, task: string, data?: unknown, options?: ChildOptions): Promise<unknown>;
   /**
    * Starts a child execution of `task` without waiting for it, and returns its execution id. Started
    * once per execution: a replay returns the same id. Cancelling this execution cancels the child.
    */
-  spawn<D extends TSchema>(name: string, task: TaskDefinition<D, Record<string, TSchema>, unknown>, data: Static<D>, options?: ChildOptions): Promise<string>;
+  spawn<D extends TSchema, CE extends Record<string, TSchema>, R>(name: string, task: TaskDefinition<D, CE, R>, data: Static<D>, options?: ChildOptions): Promise<string>;
   spawn(name: string, task: string, data?: unknown, options?: ChildOptions): Promise<string>;
 }
 

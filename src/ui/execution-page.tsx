@@ -1,7 +1,7 @@
 /** One execution: its facts, what it waits for, its timeline, and the cancel and deliver-event actions. */
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
-import type { Execution, Step, Task } from '../client';
+import type { Execution, ExecutionList, Step, Task } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
 import { ApiErrorBox, Instant, JsonBlock, Section, StatusBadge } from './components';
 import { elapsedMs, formatDuration, formatInstant, formatRelative, previewJson } from './format';
@@ -160,11 +160,14 @@ export function ExecutionPage({ id }: { id: string }) {
   const { client, autoRefresh } = useApi();
   const [terminal, setTerminal] = useState(false);
   const [delivered, setDelivered] = useState<string | undefined>(undefined);
-  const polled = usePolling<{ execution: Execution; steps: Step[] }>(
+  const polled = usePolling<{ execution: Execution; steps: Step[]; children?: ExecutionList }>(
     async () => {
       const [execution, steps] = await Promise.all([client.get(id), client.listSteps(id)]);
-      setTerminal(TERMINAL.has(execution.status));
-      return { execution, steps };
+      // Only an execution whose handler started children has any to list.
+      const children = steps.some((s) => s.kind === 'child') ? await client.list({ parent_execution_id: id, order: 'asc', limit: CHILDREN_SHOWN }) : undefined;
+      // A finished parent's children may still run: keep refreshing while any does.
+      setTerminal(TERMINAL.has(execution.status) && (children?.items ?? []).every((c) => TERMINAL.has(c.status)));
+      return { execution, steps, children };
     },
     [client, id],
     // A finished execution does not change any more: stop asking.
@@ -182,7 +185,7 @@ export function ExecutionPage({ id }: { id: string }) {
       </div>
     );
   }
-  const { execution: x, steps } = polled.data;
+  const { execution: x, steps, children } = polled.data;
   const task = tasks.data?.find((t) => t.name === x.task);
   const ran = elapsedMs(x.started_at, x.completed_at, now);
   return (
@@ -274,6 +277,51 @@ export function ExecutionPage({ id }: { id: string }) {
       <Section title="Timeline" testId="timeline-section">
         <Timeline execution={x} steps={steps} now={now} />
       </Section>
+      {children && <Children list={children} now={now} />}
     </div>
+  );
+}
+
+/** Children shown on a parent's page; `total` says when there are more. */
+const CHILDREN_SHOWN = 100;
+
+function Children({ list, now }: { list: ExecutionList; now: number }) {
+  return (
+    <Section title={`Child executions (${list.total})`} testId="children-section">
+      <table class="executions">
+        <thead>
+          <tr>
+            <th>Execution</th>
+            <th>Task</th>
+            <th>Status</th>
+            <th>Created</th>
+            <th class="num">Duration</th>
+          </tr>
+        </thead>
+        <tbody>
+          {list.items.map((c) => {
+            const ran = elapsedMs(c.started_at, c.completed_at, now);
+            return (
+              <tr key={c.execution_id} data-testid="child-row" data-status={c.status}>
+                <td>
+                  <a class="mono" href={routeHref({ page: 'execution', id: c.execution_id })}>
+                    {c.execution_id}
+                  </a>
+                </td>
+                <td>{c.task}</td>
+                <td>
+                  <StatusBadge status={c.status} />
+                </td>
+                <td>
+                  <Instant iso={c.created_at} now={now} relative />
+                </td>
+                <td class="num">{ran === null ? '–' : formatDuration(ran)}</td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+      {list.total > list.items.length && <p class="muted small">The first {list.items.length} of {list.total}, oldest first.</p>}
+    </Section>
   );
 }

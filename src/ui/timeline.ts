@@ -8,7 +8,7 @@ export interface TimelineEntry {
   seq: number;
   name: string;
   kind: TimelineKind;
-  /** `completed`, or still in progress (`running` step, `sleeping`, `waiting` for an event). */
+  /** `completed`, or still in progress (`running` step, `sleeping`, `waiting` for an event or a child). */
   state: 'completed' | 'running' | 'sleeping' | 'waiting' | 'interrupted';
   startedMs: number;
   /** When it finished, or null while in progress. */
@@ -37,7 +37,7 @@ type ExecutionTimes = Pick<Execution, 'created_at' | 'started_at' | 'completed_a
 function inProgressState(step: Step, executionEnded: boolean): TimelineEntry['state'] {
   if (executionEnded) return 'interrupted';
   if (step.kind === 'sleep') return 'sleeping';
-  if (step.kind === 'event') return 'waiting';
+  if (step.kind === 'event' || step.kind === 'child') return 'waiting';
   return 'running';
 }
 

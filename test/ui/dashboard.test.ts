@@ -74,6 +74,23 @@ const doomed = defineTask({
   },
 });
 
+/** A child that waits for an event, so its parent shows both "waiting for a child" and the child. */
+const gate = defineTask({
+  name: 'ui-gate',
+  events: { open: Type.Null() },
+  async run(ctx) {
+    await ctx.waitForEvent('open');
+    return 'opened';
+  },
+});
+
+const parentTask = defineTask({
+  name: 'ui-parent',
+  async run(ctx) {
+    return ctx.invoke('through-gate', gate, null);
+  },
+});
+
 let t: TestApi;
 let worker: Worker;
 let context: BrowserContext;
@@ -107,7 +124,7 @@ beforeAll(async () => {
   }
   mkdirSync(SCREENSHOTS, { recursive: true });
   t = await startTestApi({ tokens: [TOKEN], basePath: BASE_PATH });
-  worker = await startWorker(t.t, [approval, cooldown, quick, doomed, newYear] as never);
+  worker = await startWorker(t.t, [approval, cooldown, quick, doomed, newYear, gate, parentTask] as never);
   const held = await t.client.schedule('ui-approval', { orderId: 'A-1001', hold: true });
   const sleeping = await t.client.schedule('ui-cooldown', { minutes: 30 });
   const q = await t.client.schedule('ui-quick');
@@ -336,6 +353,24 @@ describe('dashboard in headless Chromium', () => {
     await expect(t.client.get(id)).resolves.toMatchObject({ task: 'ui-quick', status: 'pending', start_at: iso, started_at: null });
     await screenshot('execution-scheduled-later');
     await t.client.cancel(id);
+  });
+
+  it('links a parent waiting for its child to the child, and back', async () => {
+    const { execution_id: parentId } = await t.client.schedule('ui-parent');
+    await waitUntil(async () => (await t.client.list({ parent_execution_id: parentId })).total === 1, 'the child to be started');
+    const childId = (await t.client.list({ parent_execution_id: parentId })).items[0].execution_id;
+    await page.goto(`${t.api.url}/ui#/executions/${parentId}`);
+    await page.getByTestId('wait-info').filter({ hasText: `Waiting in “through-gate” for child execution ${childId} to finish.` }).waitFor({ timeout: 15_000 });
+    await expect(page.getByTestId('child-row').count()).resolves.toBe(1);
+    await screenshot('execution-parent-waiting');
+    await page.getByTestId('children-section').locator('a.mono').click();
+    await page.locator('h1', { hasText: childId }).waitFor();
+    await expect(page.getByTestId('parent-link').textContent()).resolves.toBe(parentId);
+    await t.client.sendEvent(childId, 'open', null);
+    await page.getByTestId('parent-link').click();
+    await page.locator('[data-testid="execution-detail"][data-status="completed"]').waitFor({ timeout: 15_000 });
+    await page.locator('[data-testid="child-row"][data-status="completed"]').waitFor({ timeout: 15_000 });
+    await expect(page.getByTestId('execution-output').textContent()).resolves.toContain('opened');
   });
 
   it('renders the API reference from the served openapi.yaml, linked from the dashboard', async () => {

@@ -71,6 +71,13 @@ describe('describeWait', () => {
     expect(w).toEqual({ kind: 'event', eventName: 'approval', sinceMs: T0 + 5, timeoutMs: T0 + 100 });
   });
 
+  it('names the child an execution waits for, and shows the wait as waiting', () => {
+    const child = step(1, 'child', 0, null, { name: 'charge', result: { execution_id: 'c-1' } });
+    const earlier = step(0, 'child', 0, 10, { name: 'pick', result: { execution_id: 'c-0', status: 'completed', output: 1, error: null } });
+    expect(describeWait({ ...base, current_step: 'charge' }, [earlier, child], T0)).toEqual({ kind: 'child', name: 'charge', childId: 'c-1' });
+    expect(buildTimeline(running, [earlier, child], T0 + 100).entries.map((e) => e.state)).toEqual(['completed', 'waiting']);
+  });
+
   it('names a sleep and its wake-up time', () => {
     const w = describeWait(base, [step(0, 'sleep', 0, null, { name: 'cool-off', wake_at: at(600_000) })], T0);
     expect(w).toEqual({ kind: 'sleep', name: 'cool-off', untilMs: T0 + 600_000 });
