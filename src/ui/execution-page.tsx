@@ -9,6 +9,7 @@ import { routeHref } from './routes';
 import { buildTimeline, describeWait, type TimelineEntry } from './timeline';
 import { usePolling } from './use-polling';
 import { EventForm } from './event-form';
+import { ExecutionsTable } from './executions-table';
 
 const REFRESH_MS = 2000;
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
@@ -288,39 +289,7 @@ const CHILDREN_SHOWN = 100;
 function Children({ list, now }: { list: ExecutionList; now: number }) {
   return (
     <Section title={`Child executions (${list.total})`} testId="children-section">
-      <table class="executions">
-        <thead>
-          <tr>
-            <th>Execution</th>
-            <th>Task</th>
-            <th>Status</th>
-            <th>Created</th>
-            <th class="num">Duration</th>
-          </tr>
-        </thead>
-        <tbody>
-          {list.items.map((c) => {
-            const ran = elapsedMs(c.started_at, c.completed_at, now);
-            return (
-              <tr key={c.execution_id} data-testid="child-row" data-status={c.status}>
-                <td>
-                  <a class="mono" href={routeHref({ page: 'execution', id: c.execution_id })}>
-                    {c.execution_id}
-                  </a>
-                </td>
-                <td>{c.task}</td>
-                <td>
-                  <StatusBadge status={c.status} />
-                </td>
-                <td>
-                  <Instant iso={c.created_at} now={now} relative />
-                </td>
-                <td class="num">{ran === null ? '–' : formatDuration(ran)}</td>
-              </tr>
-            );
-          })}
-        </tbody>
-      </table>
+      <ExecutionsTable items={list.items} now={now} />
       {list.total > list.items.length && <p class="muted small">The first {list.items.length} of {list.total}, oldest first.</p>}
     </Section>
   );

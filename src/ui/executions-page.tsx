@@ -1,8 +1,8 @@
 /** The executions list: filter by status and task, page through with offset/limit, refresh every 2 s. */
 import type { ExecutionList, Task } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
-import { ApiErrorBox, Instant, StatusBadge } from './components';
-import { elapsedMs, formatDuration } from './format';
+import { ApiErrorBox } from './components';
+import { ExecutionsTable } from './executions-table';
 import { PAGE_SIZES, STATUSES, routeHref, withFilter, type ListFilter } from './routes';
 import { usePolling } from './use-polling';
 
@@ -93,56 +93,7 @@ export function ExecutionsPage({ filter }: { filter: ListFilter }) {
       <ApiErrorBox error={list.error} />
       {!list.data && !list.error && <p class="muted">Loading…</p>}
       {list.data && (
-        <table class="executions" data-testid="executions-table">
-          <thead>
-            <tr>
-              <th>Execution</th>
-              <th>Task</th>
-              <th>Status</th>
-              <th>Created</th>
-              <th>Started</th>
-              <th>Completed</th>
-              <th class="num">Duration</th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.data.items.length === 0 && (
-              <tr>
-                <td colSpan={7} class="muted">
-                  No executions match.
-                </td>
-              </tr>
-            )}
-            {list.data.items.map((e) => {
-              const ran = elapsedMs(e.started_at, e.completed_at, now);
-              return (
-                <tr key={e.execution_id} data-execution-id={e.execution_id}>
-                  <td>
-                    <a class="mono" href={routeHref({ page: 'execution', id: e.execution_id })}>
-                      {e.execution_id}
-                    </a>
-                  </td>
-                  <td>
-                    <a href={routeHref(withFilter(filter, { task: e.task }))}>{e.task}</a>
-                  </td>
-                  <td>
-                    <StatusBadge status={e.status} />
-                  </td>
-                  <td>
-                    <Instant iso={e.created_at} now={now} relative />
-                  </td>
-                  <td>
-                    <Instant iso={e.started_at} now={now} relative />
-                  </td>
-                  <td>
-                    <Instant iso={e.completed_at} now={now} relative />
-                  </td>
-                  <td class="num">{ran === null ? '–' : formatDuration(ran)}</td>
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
+        <ExecutionsTable items={list.data.items} now={now} taskHref={(task) => routeHref(withFilter(filter, { task }))} testId="executions-table" />
       )}
     </div>
   );

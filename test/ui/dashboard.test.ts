@@ -361,7 +361,7 @@ describe('dashboard in headless Chromium', () => {
     const childId = (await t.client.list({ parent_execution_id: parentId })).items[0].execution_id;
     await page.goto(`${t.api.url}/ui#/executions/${parentId}`);
     await page.getByTestId('wait-info').filter({ hasText: `Waiting in “through-gate” for child execution ${childId} to finish.` }).waitFor({ timeout: 15_000 });
-    await expect(page.getByTestId('child-row').count()).resolves.toBe(1);
+    await expect(page.getByTestId('children-section').locator('tr[data-execution-id]').count()).resolves.toBe(1);
     await screenshot('execution-parent-waiting');
     await page.getByTestId('children-section').locator('a.mono').click();
     await page.locator('h1', { hasText: childId }).waitFor();
@@ -369,7 +369,7 @@ describe('dashboard in headless Chromium', () => {
     await t.client.sendEvent(childId, 'open', null);
     await page.getByTestId('parent-link').click();
     await page.locator('[data-testid="execution-detail"][data-status="completed"]').waitFor({ timeout: 15_000 });
-    await page.locator('[data-testid="child-row"][data-status="completed"]').waitFor({ timeout: 15_000 });
+    await page.locator(`[data-testid="children-section"] tr[data-execution-id="${childId}"][data-status="completed"]`).waitFor({ timeout: 15_000 });
     await expect(page.getByTestId('execution-output').textContent()).resolves.toContain('opened');
   });
 

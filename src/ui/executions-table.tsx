@@ -1,0 +1,58 @@
+/** A table of executions: the list page's, and a parent's children. */
+import type { ExecutionSummary } from '../client';
+import { Instant, StatusBadge } from './components';
+import { elapsedMs, formatDuration } from './format';
+import { routeHref } from './routes';
+
+export function ExecutionsTable({ items, now, taskHref, testId }: { items: ExecutionSummary[]; now: number; taskHref?: (task: string) => string; testId?: string }) {
+  return (
+    <table class="executions" data-testid={testId}>
+      <thead>
+        <tr>
+          <th>Execution</th>
+          <th>Task</th>
+          <th>Status</th>
+          <th>Created</th>
+          <th>Started</th>
+          <th>Completed</th>
+          <th class="num">Duration</th>
+        </tr>
+      </thead>
+      <tbody>
+        {items.length === 0 && (
+          <tr>
+            <td colSpan={7} class="muted">
+              No executions match.
+            </td>
+          </tr>
+        )}
+        {items.map((e) => {
+          const ran = elapsedMs(e.started_at, e.completed_at, now);
+          return (
+            <tr key={e.execution_id} data-execution-id={e.execution_id} data-status={e.status}>
+              <td>
+                <a class="mono" href={routeHref({ page: 'execution', id: e.execution_id })}>
+                  {e.execution_id}
+                </a>
+              </td>
+              <td>{taskHref ? <a href={taskHref(e.task)}>{e.task}</a> : e.task}</td>
+              <td>
+                <StatusBadge status={e.status} />
+              </td>
+              <td>
+                <Instant iso={e.created_at} now={now} relative />
+              </td>
+              <td>
+                <Instant iso={e.started_at} now={now} relative />
+              </td>
+              <td>
+                <Instant iso={e.completed_at} now={now} relative />
+              </td>
+              <td class="num">{ran === null ? '–' : formatDuration(ran)}</td>
+            </tr>
+          );
+        })}
+      </tbody>
+    </table>
+  );
+}
