@@ -110,7 +110,7 @@ export class ChaosDriver {
       if (!scheduled.created) this.stats.scheduleRepeats += 1;
       const id = scheduled.execution_id;
       if (plan.kind === 'event') await this.deliver(id, plan);
-      if (plan.kind === 'cancel') {
+      if (plan.kind === 'cancel' || plan.kind === 'fanout-cancel') {
         await sleep(plan.cancelAfterMs ?? 0);
         await this.retrying(() => this.client.cancel(id));
         this.stats.cancelsSent += 1;

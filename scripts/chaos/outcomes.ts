@@ -1,7 +1,7 @@
 // What `make chaos` schedules, and what each execution must end as: a pure function of its data,
 // written independently of the tasks (scripts/chaos/tasks.ts) so that the check is not a tautology.
 
-export type ChaosKind = 'steps' | 'delayed' | 'sleep' | 'event' | 'event-timeout' | 'flaky' | 'fail' | 'exhaust' | 'cancel' | 'slow' | 'limited' | 'fanout';
+export type ChaosKind = 'steps' | 'delayed' | 'sleep' | 'event' | 'event-timeout' | 'flaky' | 'fail' | 'exhaust' | 'cancel' | 'slow' | 'limited' | 'fanout' | 'fanout-cancel';
 
 export interface ChaosData {
   n: number;
@@ -53,6 +53,7 @@ const MIX: ReadonlyArray<readonly [ChaosKind, number]> = [
   ['slow', 10],
   ['limited', 5],
   ['fanout', 6],
+  ['fanout-cancel', 3],
 ];
 
 const TASKS: Record<ChaosKind, string> = {
@@ -68,6 +69,7 @@ const TASKS: Record<ChaosKind, string> = {
   slow: 'chaos.slow',
   limited: 'chaos.limited',
   fanout: 'chaos.fanout',
+  'fanout-cancel': 'chaos.fanout-cancel',
 };
 
 /** The concurrency limit of `chaos.limited` (scripts/chaos/tasks.ts), which the run samples. */
@@ -96,6 +98,10 @@ export function planExecutions(count: number, seed: number, runId: string): Plan
     if (kind === 'slow') data.ms = int(200, 800);
     if (kind === 'limited') data.ms = int(20, 150);
     if (kind === 'fanout') data.steps = int(2, 4);
+    if (kind === 'fanout-cancel') {
+      data.steps = int(2, 4);
+      cancelAfterMs = int(0, 1500);
+    }
     if (kind === 'cancel') {
       data.ms = int(0, 400);
       cancelAfterMs = int(0, 1500);
@@ -130,6 +136,7 @@ export function expectedOutcome(p: PlannedExecution): ExpectedOutcome {
     case 'exhaust':
       return { status: 'failed', error: { type: 'Error', message: `always ${n}`, retryable: false } };
     case 'cancel':
+    case 'fanout-cancel':
       return { status: 'cancelled' };
     case 'slow':
     case 'limited':
@@ -166,6 +173,7 @@ export function expectedSteps(p: PlannedExecution): string[] {
     case 'exhaust':
       return ['before'];
     case 'cancel':
+    case 'fanout-cancel':
       return [];
     case 'slow':
     case 'limited':

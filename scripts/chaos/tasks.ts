@@ -180,6 +180,17 @@ export const fanout = defineTask({
   },
 });
 
+/** Invokes `steps` children that wait for an event nobody sends: the chaos driver cancels the parent. */
+export const fanoutCancel = defineTask({
+  name: 'chaos.fanout-cancel',
+  data: Data,
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    await Promise.all(Array.from({ length: data.steps ?? 2 }, (_, i) => ctx.invoke(`child-${i + 1}`, cancellable, { n: data.n * 10 + i + 1 })));
+    throw new NonRetryableError('a fan-out whose children never end went on');
+  },
+});
+
 /** Fired every second by every worker (they are killed and restarted all along): one execution per second at most. */
 export const tick = defineTask({
   name: 'chaos.tick',

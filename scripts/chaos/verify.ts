@@ -79,7 +79,8 @@ export async function verifyRun(
       started_at: Date | null;
       parent_id: string | null;
       data: unknown;
-    }>('SELECT id, task, idempotency_key, status, output, error, attempt, completed_at, start_at, started_at, parent_id, data FROM stepwise.executions');
+      created_at: Date;
+    }>('SELECT id, task, idempotency_key, status, output, error, attempt, completed_at, start_at, started_at, parent_id, data, created_at FROM stepwise.executions');
     const { rows: steps } = await client.query<{ execution_id: string; name: string; kind: string; completed: boolean; result: { run?: string } | null; completed_at: Date | null }>(
       'SELECT execution_id, name, kind, completed, result, completed_at FROM stepwise.steps',
     );
@@ -165,6 +166,22 @@ export async function verifyRun(
           childIds.add(child.id);
           if (child.parent_id !== e.id || child.task !== want.task || !isDeepStrictEqual(child.data, want.data)) violate('child-wrong', `${child.id}: ${child.task} ${JSON.stringify(child.data)} of ${child.parent_id}`);
           if (child.status !== 'completed' || !isDeepStrictEqual(child.output, want.output)) violate('child-outcome', `${child.id} ended ${child.status} with ${JSON.stringify(child.output)}, expected ${JSON.stringify(want.output)}`);
+        }
+      }
+      if (plan.kind === 'fanout-cancel') {
+        // Cancelled with it: every child that was started (any of them, as the cancel may come first),
+        // none started after the cancel.
+        for (let seq = 0; seq < (plan.data.steps ?? 2); seq++) {
+          const key = `child:${e.id}:${seq}`;
+          const found = childrenByKey.get(key) ?? [];
+          childrenByKey.delete(key);
+          for (const child of found) {
+            childIds.add(child.id);
+            if (child.status !== 'cancelled') violate('child-not-cancelled', `${child.id} of cancelled ${e.id} is ${child.status}`);
+            else if (child.error?.message !== `its parent execution ${e.id} was cancelled`) violate('child-not-cancelled', `${child.id} cancelled with ${JSON.stringify(child.error)}`);
+            if (e.completed_at && child.created_at.getTime() > e.completed_at.getTime()) violate('child-after-cancel', `${child.id} was started after ${e.id} was cancelled`);
+          }
+          if (found.length > 1) violate('child-duplicated', `${e.id} has ${found.length} children at #${seq + 1}`);
         }
       }
       const recorded = stepsByExecution.get(e.id) ?? [];

@@ -7,15 +7,20 @@ import type { TaskRegistry } from './registry';
 
 /** Compiled validators kept, by schema text; the oldest is dropped past this. */
 const MAX_VALIDATORS = 200;
+/** How long a registered task's schema read from the database is trusted (a fan-out reads it once). */
+const SCHEMA_TTL_MS = 2000;
 
 /**
  * Checks a child execution's task and data before a handler starts it, as the API checks a client's:
  * the task must be registered (by this worker or any other: its row in stepwise.tasks), and the data
  * must match its schema. A task served here is checked against its own definition; any other is read
- * from the database on every start, so a schema a worker has just registered applies at once.
+ * from the database and trusted for SCHEMA_TTL_MS, so a fan-out of many children reads it once and a
+ * schema another worker has just registered applies within two seconds. An unknown task is not
+ * remembered: it may be registered any moment.
  */
 export class ChildTaskChecker {
   private readonly validators = new Map<string, ValidateFunction>();
+  private readonly schemas = new Map<string, { schema: unknown; readAt: number }>();
 
   constructor(
     private readonly db: Db,
@@ -32,9 +37,15 @@ export class ChildTaskChecker {
     let schema: unknown;
     if (local) schema = local.def.data;
     else {
-      const row = await getTask(this.db, task);
-      if (!row) throw new Error(`cannot start a child execution of task "${task}": no worker has registered it`);
-      schema = row.dataSchema;
+      const cached = this.schemas.get(task);
+      if (cached && Date.now() - cached.readAt < SCHEMA_TTL_MS) schema = cached.schema;
+      else {
+        const row = await getTask(this.db, task);
+        if (!row) throw new Error(`cannot start a child execution of task "${task}": no worker has registered it`);
+        schema = row.dataSchema;
+        if (this.schemas.size >= MAX_VALIDATORS) this.schemas.delete(this.schemas.keys().next().value as string);
+        this.schemas.set(task, { schema, readAt: Date.now() });
+      }
     }
     if (schema === undefined || schema === null) return;
     const validate = this.validator(schema as object);
