@@ -430,7 +430,7 @@ export interface components {
              * @enum {string}
              */
             status: "completed" | "in_progress";
-            /** @description The stored result (any JSON value); for an event, `{"payload": ...}`; for a child, `{"execution_id"}` from the start and, once the child has finished (ctx.invoke), also its `status`, `output` and `error`; otherwise null while in progress. */
+            /** @description The stored result (any JSON value); for an event, `{"payload": ...}`; for a child, `{"execution_id"}` from the start and, once the child has finished (ctx.invoke), also its `status`, `output` and `error`, or `"timed_out": true` when the invoke's timeout passed first (its `wake_at`); otherwise null while in progress. */
             result: unknown;
             wake_at: components["schemas"]["NullableTimestamp"];
             started_at: components["schemas"]["Timestamp"];

@@ -10,8 +10,8 @@
 export { Type } from '@sinclair/typebox';
 export type { Static, TSchema } from '@sinclair/typebox';
 export { defineTask, isTaskDefinition } from './engine/task';
-export type { TaskContext, TaskDefinition, TaskOptions, ChildOptions } from './engine/task';
-export { NonRetryableError, EventTimeoutError, ChildExecutionError, NonDeterminismError, LeaseLostError } from './engine/errors';
+export type { TaskContext, TaskDefinition, TaskOptions, ChildOptions, InvokeOptions } from './engine/task';
+export { NonRetryableError, EventTimeoutError, ChildExecutionError, ChildTimeoutError, NonDeterminismError, LeaseLostError } from './engine/errors';
 export type { Duration } from './domain/duration';
 export type { CronTrigger } from './domain/cron';
 export type { RetryPolicy } from './domain/retry';

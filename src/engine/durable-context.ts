@@ -12,8 +12,8 @@ import { parseInstant } from '../domain/instant';
 import type { ChildTaskChecker } from './children';
 import type { LazyAbortController } from './abort';
 import { retryWhileUnavailable } from './db-retry';
-import { ChildExecutionError, EventTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError, SuspendSignal } from './errors';
-import type { ChildOptions, EventName, EventPayload, TaskContext, TaskDefinition } from './task';
+import { ChildExecutionError, ChildTimeoutError, EventTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError, SuspendSignal } from './errors';
+import type { ChildOptions, EventName, EventPayload, InvokeOptions, TaskContext, TaskDefinition } from './task';
 
 /** How long a step may run before the execution's current_step is written (fast steps never are). */
 const CURRENT_STEP_DELAY_MS = 20;
@@ -137,8 +137,8 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   }
 
   // The public signatures are TaskContext's overloads; `never` lets this one stand for both.
-  invoke(name: string, task: TaskDefinition | string, data?: unknown, options?: ChildOptions): Promise<never>;
-  async invoke(name: string, task: TaskDefinition | string, data?: unknown, options: ChildOptions = {}): Promise<unknown> {
+  invoke(name: string, task: TaskDefinition | string, data?: unknown, options?: InvokeOptions): Promise<never>;
+  async invoke(name: string, task: TaskDefinition | string, data?: unknown, options: InvokeOptions = {}): Promise<unknown> {
     const { seq, key } = this.next(name);
     const recorded = this.replay(seq, key, 'child');
     if (recorded?.completed) return childOutcome(seq, key, recorded.result as ChildStepResult);
@@ -155,7 +155,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   }
 
   /** Checks the child's task and data, then inserts it with the step recording it (see startChild). */
-  private async startChild(seq: number, key: string, task: TaskDefinition | string, data: unknown, options: ChildOptions, detached: boolean): Promise<string> {
+  private async startChild(seq: number, key: string, task: TaskDefinition | string, data: unknown, options: InvokeOptions, detached: boolean): Promise<string> {
     this.throwIfAborted();
     const taskName = typeof task === 'string' ? task : task?.name;
     if (typeof taskName !== 'string') throw new TypeError(`child ${JSON.stringify(key)}: the task must be a task name or a defineTask() result`);
@@ -164,6 +164,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
       startAt = options.startAt instanceof Date ? options.startAt : parseInstant(options.startAt);
       if (!startAt || Number.isNaN(startAt.getTime())) throw new RangeError(`child ${JSON.stringify(key)}: startAt ${String(options.startAt)} is not an instant`);
     }
+    const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, `invoke ${JSON.stringify(key)} timeout`);
     const stored = data === undefined ? null : data;
     try {
       toStorableJson(stored, `the data of child ${JSON.stringify(key)}`);
@@ -173,7 +174,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     await this.options.children.check(taskName, stored);
     const id = newExecutionId();
     const started = Date.now();
-    const childId = await this.write(() => startChild(this.options.db, this.options.lease, { id, seq, name: key, task: taskName, data: stored, startAt, detached }));
+    const childId = await this.write(() => startChild(this.options.db, this.options.lease, { id, seq, name: key, task: taskName, data: stored, startAt, detached, timeoutMs }));
     if (childId === undefined) throw new LeaseLostError(this.executionId);
     if (detached) this.options.onStep?.(key, 'child', Date.now() - started);
     return childId;
@@ -266,6 +267,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
 /** A finished child step as ctx.invoke returns it: the output, or ChildExecutionError. */
 function childOutcome(seq: number, key: string, result: ChildStepResult): unknown {
   // A step recorded by ctx.spawn holds only the id: the handler now invokes where it spawned.
+  if (result.timed_out) throw new ChildTimeoutError(result.execution_id);
   if (result.status === undefined) throw new NonDeterminismError(seq, `spawn ${JSON.stringify(key)}`, `invoke ${JSON.stringify(key)}`);
   if (result.status === 'completed') return result.output;
   throw new ChildExecutionError(result.execution_id, result.status, result.error ?? null);

@@ -3,6 +3,7 @@
 const NON_RETRYABLE = Symbol.for('stepwise.NonRetryableError');
 const EVENT_TIMEOUT = Symbol.for('stepwise.EventTimeoutError');
 const CHILD_FAILED = Symbol.for('stepwise.ChildExecutionError');
+const CHILD_TIMEOUT = Symbol.for('stepwise.ChildTimeoutError');
 
 /**
  * `instanceof` by brand, so a task module that loaded another copy of the package (its own
@@ -50,6 +51,18 @@ export class ChildExecutionError extends Error {
   }
   static override [Symbol.hasInstance](value: unknown): boolean {
     return brandedInstanceOf(this, ChildExecutionError, CHILD_FAILED, value);
+  }
+}
+
+/** Thrown by ctx.invoke when its timeout passes before the child finishes (the child goes on). */
+export class ChildTimeoutError extends Error {
+  override name = 'ChildTimeoutError';
+  readonly [CHILD_TIMEOUT] = true;
+  constructor(readonly executionId: string) {
+    super(`timed out waiting for child execution ${executionId}`);
+  }
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return brandedInstanceOf(this, ChildTimeoutError, CHILD_TIMEOUT, value);
   }
 }
 

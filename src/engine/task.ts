@@ -41,12 +41,13 @@ export interface TaskContext<E extends Record<string, TSchema> = Record<string, 
   waitForEvent<K extends EventName<E>>(name: K, options?: { timeout?: Duration }): Promise<EventPayload<E, K>>;
   /**
    * Starts a child execution of `task` and waits durably for it (the worker slot is freed meanwhile);
-   * returns its output, or throws ChildExecutionError when it fails or is cancelled. Started once per
-   * execution: a replay finds the same child. Given the task's definition rather than its name, `data`
-   * and the output are typed. Cancelling this execution cancels the child.
+   * returns its output, or throws ChildExecutionError when it fails or is cancelled, and
+   * ChildTimeoutError when `timeout` passes first (the child goes on). Started once per execution: a
+   * replay finds the same child. Given the task's definition rather than its name, `data` and the
+   * output are typed. Cancelling this execution cancels the child.
    */
-  invoke<D extends TSchema, CE extends Record<string, TSchema>, R>(name: string, task: TaskDefinition<D, CE, R>, data: Static<D>, options?: ChildOptions): Promise<Awaited<R>>;
-  invoke(name: string, task: string, data?: unknown, options?: ChildOptions): Promise<unknown>;
+  invoke<D extends TSchema, CE extends Record<string, TSchema>, R>(name: string, task: TaskDefinition<D, CE, R>, data: Static<D>, options?: InvokeOptions): Promise<Awaited<R>>;
+  invoke(name: string, task: string, data?: unknown, options?: InvokeOptions): Promise<unknown>;
   /**
    * Starts a child execution of `task` without waiting for it, and returns its execution id. Started
    * once per execution: a replay returns the same id. Cancelling this execution cancels the child.
@@ -59,6 +60,12 @@ export interface TaskContext<E extends Record<string, TSchema> = Record<string, 
 export interface ChildOptions {
   /** Start no earlier than this instant, as POST /executions' `start_at`. */
   startAt?: Date | string;
+}
+
+/** Options of ctx.invoke. */
+export interface InvokeOptions extends ChildOptions {
+  /** Stop waiting this long after the child is started ('1h', 60000): ChildTimeoutError. Stored once. */
+  timeout?: Duration;
 }
 
 export interface TaskOptions<D extends TSchema, E extends Record<string, TSchema>, R> {

@@ -20,6 +20,8 @@ export interface NewChild {
   startAt?: Date;
   /** ctx.spawn: the parent does not wait, so its step is finished as soon as the child exists. */
   detached: boolean;
+  /** ctx.invoke's timeout: the wait ends this long after the child is started, finished or not. */
+  timeoutMs?: number;
 }
 
 /** What a child step stores: the child's id, and once it has finished, its outcome. */
@@ -28,6 +30,8 @@ export interface ChildStepResult {
   status?: 'completed' | 'failed' | 'cancelled';
   output?: unknown;
   error?: { type: string; message: string; retryable: boolean } | null;
+  /** ctx.invoke's timeout passed first (the child itself goes on). */
+  timed_out?: boolean;
 }
 
 /**
@@ -60,8 +64,9 @@ export async function startChild(db: Db, lease: Lease, child: NewChild): Promise
        SELECT id FROM stepwise.executions WHERE idempotency_key = $6 AND parent_id = $1 AND NOT EXISTS (SELECT 1 FROM inserted)
      ),
      step AS (
-       INSERT INTO stepwise.steps (execution_id, seq, name, kind, completed, result, completed_at)
-       SELECT parent.id, $8, $9, 'child', $10, jsonb_build_object('execution_id', child.id), CASE WHEN $10 THEN now() END
+       INSERT INTO stepwise.steps (execution_id, seq, name, kind, completed, result, completed_at, wake_at)
+       SELECT parent.id, $8, $9, 'child', $10, jsonb_build_object('execution_id', child.id), CASE WHEN $10 THEN now() END,
+              now() + make_interval(secs => $11::float8)
          FROM parent, child
        ON CONFLICT (execution_id, seq) DO NOTHING
        RETURNING seq
@@ -74,7 +79,7 @@ export async function startChild(db: Db, lease: Lease, child: NewChild): Promise
      SELECT (SELECT id FROM child) AS id, EXISTS (SELECT 1 FROM parent) AS fenced,
             (SELECT count(*) FROM counted) AS _c,
             (SELECT bool_and(CASE WHEN due_at <= now() THEN pg_notify('${CHANNEL_WORK}', task) END IS NULL) FROM inserted) AS _n`,
-    [lease.id, lease.token, child.id, child.task, toJsonb(child.data ?? null), key, child.startAt?.toISOString() ?? null, child.seq, child.name, child.detached],
+    [lease.id, lease.token, child.id, child.task, toJsonb(child.data ?? null), key, child.startAt?.toISOString() ?? null, child.seq, child.name, child.detached, child.timeoutMs === undefined ? null : child.timeoutMs / 1000],
   );
   const row = rows[0];
   if (!row?.fenced) return undefined;
@@ -86,7 +91,9 @@ export async function startChild(db: Db, lease: Lease, child: NewChild): Promise
 export type ChildWait = { kind: 'suspended' } | { kind: 'finished'; result: ChildStepResult } | { kind: 'lost' };
 
 /**
- * Suspends the parent until the child recorded at `seq` finishes, unless it already has. Two
+ * Suspends the parent until the child recorded at `seq` finishes (or the invoke's timeout, the step's
+ * `wake_at`, passes: the parent is due then), unless it already has; a timeout that has passed
+ * finishes the step as timed out, counted like any step. Two
  * statements in one READ COMMITTED transaction: the first locks the parent's row (fenced by its lease),
  * the second reads the child step with a snapshot taken after that lock. The trigger that completes
  * the step takes the same lock first, so either it ran before (and the step reads finished: no
@@ -102,18 +109,31 @@ export async function suspendForChild(db: Db, lease: Lease, seq: number, name: s
         await connection.query('ROLLBACK');
         return { kind: 'lost' };
       }
-      const { rows } = await run<{ completed: boolean; result: ChildStepResult; suspended: boolean }>(
+      const { rows } = await run<{ result: ChildStepResult; suspended: boolean }>(
         `WITH step AS (
-           SELECT completed, result FROM stepwise.steps WHERE execution_id = $1 AND seq = $2 AND kind = 'child'
+           SELECT completed, result, wake_at, coalesce(wake_at <= now(), false) AS expired
+             FROM stepwise.steps WHERE execution_id = $1 AND seq = $2 AND kind = 'child'
+         ),
+         timed_out AS (
+           UPDATE stepwise.steps s SET completed = true, completed_at = now(), result = s.result || '{"timed_out": true}'::jsonb
+             FROM step WHERE s.execution_id = $1 AND s.seq = $2 AND NOT step.completed AND step.expired
+           RETURNING s.result
+         ),
+         counted AS (
+           UPDATE stepwise.executions SET steps_completed = steps_completed + 1, current_step = NULL
+            WHERE id = $1 AND EXISTS (SELECT 1 FROM timed_out)
+           RETURNING id
          ),
          waiting AS (
            UPDATE stepwise.executions
-              SET status = 'waiting', lease_token = NULL, current_step = $3, due_at = NULL,
+              SET status = 'waiting', lease_token = NULL, current_step = $3, due_at = (SELECT wake_at FROM step),
                   wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL
-            WHERE id = $1 AND EXISTS (SELECT 1 FROM step WHERE NOT completed)
+            WHERE id = $1 AND EXISTS (SELECT 1 FROM step WHERE NOT completed AND NOT expired)
            RETURNING id
          )
-         SELECT step.completed, step.result, EXISTS (SELECT 1 FROM waiting) AS suspended FROM step`,
+         SELECT coalesce((SELECT result FROM timed_out), step.result) AS result, EXISTS (SELECT 1 FROM waiting) AS suspended,
+                (SELECT count(*) FROM counted) AS _c
+           FROM step`,
         [lease.id, seq, name],
       );
       await connection.query('COMMIT');

@@ -71,7 +71,8 @@ function entryNote(e: TimelineEntry, now: number): string {
     return '';
   }
   if (e.kind === 'child') {
-    const child = (e.result ?? {}) as { execution_id?: string; status?: string; output?: unknown; error?: { message?: string } | null };
+    const child = (e.result ?? {}) as { execution_id?: string; status?: string; output?: unknown; error?: { message?: string } | null; timed_out?: boolean };
+    if (child.timed_out) return `${child.execution_id ?? ''} timed out`;
     if (child.status === 'completed') return `${child.execution_id ?? ''} completed → ${previewJson(child.output, 40)}`;
     if (child.status) return `${child.execution_id ?? ''} ${child.status}${child.error?.message ? `: ${child.error.message}` : ''}`;
     return child.execution_id ?? '';

@@ -1,6 +1,6 @@
 // Child executions: ctx.invoke (start a child and wait for it) and ctx.spawn (start one and go on).
 import { newExecutionId } from '../../src/domain/ids';
-import { ChildExecutionError, defineTask, Type } from '../../src/index';
+import { ChildExecutionError, ChildTimeoutError, defineTask, Type } from '../../src/index';
 import { startChild } from '../../src/store/children';
 import { queryRows } from '../../src/store/db';
 import { cancelExecution } from '../../src/store/executions';
@@ -322,6 +322,47 @@ describe('ctx.invoke', () => {
       expect(failedB.error?.message).toContain(`data for a child execution of task "${typed.name}" does not match its schema: /n must be integer`);
       expect(await childrenOf(a.execution_id)).toEqual([]);
       expect(await childrenOf(b.execution_id)).toEqual([]);
+    } finally {
+      await worker.stop();
+    }
+  });
+});
+
+describe('ctx.invoke with a timeout', () => {
+  test('throws ChildTimeoutError when the child has not finished in time, and returns the output when it has', async () => {
+    const gate = defineTask({ name: uniqueTask('gate'), events: { open: Type.Null() }, async run(ctx) {
+      await ctx.waitForEvent('open');
+      return 'opened';
+    } });
+    const quick = defineTask({ name: uniqueTask('in-time'), async run() {
+      return 'fast';
+    } });
+    const parent = defineTask({ name: uniqueTask('impatient'), async run(ctx) {
+      // A timeout far off: the child's finish must wake the parent, not the deadline.
+      const fast = await ctx.invoke('quick', quick, null, { timeout: '1h' });
+      try {
+        await ctx.invoke('slow', gate, null, { timeout: 300 });
+        return { fast, timedOut: false };
+      } catch (err) {
+        if (!(err instanceof ChildTimeoutError)) throw err;
+        return { fast, timedOut: true, child: err.executionId };
+      }
+    } });
+    const worker = await startWorker(api.t, [gate, quick, parent] as never);
+    try {
+      const { execution_id } = await api.client.schedule(parent.name, null);
+      const done = await api.client.wait(execution_id, { deadlineMs: 15_000 });
+      const children = await childrenOf(execution_id);
+      expect(done).toMatchObject({ status: 'completed', output: { fast: 'fast', timedOut: true, child: children[1].id }, steps_completed: 2 });
+      const steps = await api.client.listSteps(execution_id);
+      expect(steps[1]).toMatchObject({ kind: 'child', status: 'completed', result: { execution_id: children[1].id, timed_out: true } });
+      expect(Date.parse(steps[1].completed_at as string)).toBeGreaterThanOrEqual(Date.parse(steps[1].wake_at as string));
+      // The child goes on; when it finishes, the parent's record of the timeout stays as it was.
+      expect(children[1].status).toBe('waiting');
+      await api.client.sendEvent(children[1].id, 'open', null);
+      expect((await api.client.wait(children[1].id, { deadlineMs: 15_000 })).output).toBe('opened');
+      expect((await api.client.listSteps(execution_id))[1].result).toEqual({ execution_id: children[1].id, timed_out: true });
+      expect((await api.client.get(execution_id)).steps_completed).toBe(2);
     } finally {
       await worker.stop();
     }

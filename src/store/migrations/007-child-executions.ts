@@ -32,7 +32,7 @@ export async function up(knex: Knex): Promise<void> {
       step_name text;
       woke boolean;
     BEGIN
-      SELECT task, status, current_step, due_at, wait_event_name INTO parent
+      SELECT task, status, current_step, wait_event_name INTO parent
         FROM stepwise.executions WHERE id = NEW.parent_id FOR UPDATE;
       IF NOT FOUND THEN
         RETURN NULL;
@@ -45,7 +45,8 @@ export async function up(knex: Knex): Promise<void> {
       IF step_name IS NULL THEN
         RETURN NULL;
       END IF;
-      woke := parent.status = 'waiting' AND parent.current_step = step_name AND parent.due_at IS NULL AND parent.wait_event_name IS NULL;
+      -- Waiting in this very step (names are unique within an execution); due_at is its timeout, if any.
+      woke := parent.status = 'waiting' AND parent.current_step = step_name AND parent.wait_event_name IS NULL;
       UPDATE stepwise.executions
          SET steps_completed = steps_completed + 1, due_at = CASE WHEN woke THEN now() ELSE due_at END
        WHERE id = NEW.parent_id;
