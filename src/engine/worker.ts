@@ -566,7 +566,7 @@ export class Worker {
     const delay = retryable && registered ? computeRetryDelay(registered.retry, execution.attempt) : null;
     await entry.claimCommitted;
     try {
-      const landed = await retryWhileUnavailable(() => failExecution(this.options.db, entry.lease, error, delay), entry.leaseExpiresAt);
+      const landed = await retryWhileUnavailable(() => failExecution(this.options.db, entry.lease, error, delay, execution.parentId), entry.leaseExpiresAt);
       if (!landed) return;
       if (delay !== null) {
         log().warn({ errorType: error.type, retryInMs: delay }, 'attempt failed; retrying');

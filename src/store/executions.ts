@@ -214,12 +214,12 @@ export type CancelOutcome =
  * Stamped with clock_timestamp(), evaluated once the row is locked: a step that committed while the
  * cancel waited for the row is then stamped before it (now() would be when the cancel began waiting).
  *
- * The execution's unfinished descendants are cancelled with it (the trigger of migration 007). A child
- * that finishes locks its own row, then its parent's; so the cancel first locks the whole unfinished
- * subtree deepest first, and the execution itself last, in a READ COMMITTED transaction of its own:
- * it waits for a finishing child rather than deadlocking with it, and its UPDATE then finds every row
- * already locked. A child being started meanwhile waits for the parent's lock and then finds the parent
- * cancelled.
+ * The execution's unfinished descendants are cancelled with it (the trigger of migration 007). Every
+ * statement that finishes a child locks its parent first (see COMPLETE_CTES); so does the cancel, in a
+ * READ COMMITTED transaction of its own: the execution's own parent, if any (its trigger will want it),
+ * then the execution, then its unfinished subtree level by level. It waits for a finishing child's
+ * statement rather than deadlocking with it, and its UPDATE then finds every row already locked. A
+ * child being started meanwhile waits for the parent's lock and then finds the parent cancelled.
  */
 export async function cancelExecution(db: Db, id: string): Promise<CancelOutcome> {
   const rows = await withConnection(db, async (connection) => {
@@ -227,12 +227,14 @@ export async function cancelExecution(db: Db, id: string): Promise<CancelOutcome
     try {
       await connection.query(
         `WITH RECURSIVE tree(id, depth) AS (
+           SELECT parent_id, -1 FROM stepwise.executions WHERE id = $1 AND parent_id IS NOT NULL
+           UNION ALL
            SELECT id, 0 FROM stepwise.executions WHERE id = $1
            UNION ALL
            SELECT e.id, t.depth + 1 FROM stepwise.executions e JOIN tree t ON e.parent_id = t.id
-            WHERE e.status IN ('pending','running','waiting')
+            WHERE t.depth >= 0 AND e.status IN ('pending','running','waiting')
          )
-         SELECT e.id FROM stepwise.executions e JOIN tree USING (id) ORDER BY tree.depth DESC, e.id FOR NO KEY UPDATE OF e`,
+         SELECT e.id FROM stepwise.executions e JOIN tree USING (id) ORDER BY tree.depth, e.id FOR NO KEY UPDATE OF e`,
         [id],
       );
       const result = await connection.query<ExecutionRow>(

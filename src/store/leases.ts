@@ -261,7 +261,8 @@ export async function completeExecutions(db: Db, items: readonly Completion[]): 
  * completionParams). `parents` locks the parents of the executions being completed ($4, ordered by id)
  * before `done` locks any of them (its InitPlan runs before the update's scan): each child's trigger
  * (migration 007) then finds its parent already held, so two batches finishing children of the same
- * parents cannot lock those in opposite orders and deadlock. Empty for executions without a parent,
+ * parents cannot lock those in opposite orders and deadlock. Parent before child is the order of
+ * every statement that finishes a child (failExecution, cancelExecution too). Empty for executions without a parent,
  * which is nearly all of them: an index probe of an empty array. One
  * NOTIFY per 200 ids, since a payload must stay under PostgreSQL's 8,000 bytes. No join: the rows are
  * found by primary key (id = ANY), and each row's item by its lease token, which is unique to one claim
@@ -337,18 +338,22 @@ export async function completeAndClaimBeforeCommit(
 
 /**
  * Marks an attempt failed: retried after `retryDelayMs` (on the database clock) when given, else the
- * execution is failed for good. Fenced like every worker write.
+ * execution is failed for good. Fenced like every worker write. A child execution's final failure
+ * locks its parent first, as every statement that finishes a child does (see COMPLETE_CTES).
  */
-export async function failExecution(db: Db, lease: Lease, error: ExecutionError, retryDelayMs: number | null): Promise<boolean> {
+export async function failExecution(db: Db, lease: Lease, error: ExecutionError, retryDelayMs: number | null, parentId: string | null = null): Promise<boolean> {
   const rows =
     retryDelayMs === null
       ? await queryRows<{ id: string }>(
           db,
-          `UPDATE stepwise.executions
+          `WITH parent AS (
+             SELECT id FROM stepwise.executions WHERE id = ?::uuid FOR NO KEY UPDATE
+           )
+           UPDATE stepwise.executions
               SET status = 'failed', error = ?::jsonb, completed_at = now(), due_at = NULL, lease_token = NULL, current_step = NULL
-            WHERE id = ? AND lease_token = ? AND status = 'running'
+            WHERE id = ? AND lease_token = ? AND status = 'running' AND (SELECT count(*) FROM parent) >= 0
             RETURNING id, pg_notify('${CHANNEL_CHANGED}', id::text) IS NULL AS _n`,
-          [toJsonb(error), lease.id, lease.token],
+          [parentId, toJsonb(error), lease.id, lease.token],
         )
       : await queryRows<{ id: string }>(
           db,

@@ -4,7 +4,7 @@ import { ChildExecutionError, ChildTimeoutError, defineTask, Type } from '../../
 import { startChild } from '../../src/store/children';
 import { queryRows } from '../../src/store/db';
 import { cancelExecution } from '../../src/store/executions';
-import { completeExecutions } from '../../src/store/leases';
+import { completeExecutions, failExecution } from '../../src/store/leases';
 import { startTestApi, type TestApi } from '../helpers/api-server';
 import { uniqueTask } from '../helpers/simulated-worker';
 import { startWorker } from '../helpers/worker';
@@ -252,28 +252,39 @@ describe('ctx.invoke', () => {
     expect(parent.steps_completed).toBe(5);
   });
 
-  test('cancelling a parent while a child is finishing waits for the child instead of deadlocking with it', async () => {
-    const [parentRow] = await queryRows<{ id: string }>(
+  test('a cancel and the statements that finish children all lock parents first: none deadlocks with another', async () => {
+    // Parents P < Z by id, both waiting on children; C (of P) and C2 (of Z) run, as does D (of P).
+    const [P, Z, C, C2, D] = [newId(), newId(), newId(), newId(), newId()];
+    const [p, z] = [P, Z].sort();
+    await queryRows(api.db, `INSERT INTO stepwise.executions (id, task, status) VALUES (?, 'cancel-p', 'waiting'), (?, 'cancel-z', 'waiting')`, [p, z]);
+    const children = await queryRows<{ id: string; lease_token: string }>(
       api.db,
-      `INSERT INTO stepwise.executions (id, task, status, lease_token, due_at) VALUES (gen_random_uuid(), ?, 'waiting', NULL, NULL) RETURNING id`,
-      [uniqueTask('cancel-parent')],
+      `INSERT INTO stepwise.executions (id, task, status, parent_id, lease_token, due_at)
+       SELECT c.id, 'finishing-child', 'running', c.parent, gen_random_uuid(), now() + interval '1 minute'
+         FROM unnest(?::uuid[], ?::uuid[]) AS c(id, parent) RETURNING id, lease_token`,
+      [[C, C2, D], [p, z, p]],
     );
-    const [childRow] = await queryRows<{ id: string }>(
-      api.db,
-      `INSERT INTO stepwise.executions (id, task, status, parent_id, lease_token, due_at) VALUES (gen_random_uuid(), ?, 'running', ?, gen_random_uuid(), now() + interval '1 minute') RETURNING id`,
-      [uniqueTask('finishing-child'), parentRow.id],
-    );
-    // A worker's completion holds the child's row; its trigger will want the parent's next.
-    const completion = await api.db.transaction({ isolationLevel: 'read committed' });
-    await completion.raw('SELECT 1 FROM stepwise.executions WHERE id = ? FOR NO KEY UPDATE', [childRow.id]);
-    const cancelling = cancelExecution(api.db, parentRow.id);
+    const lease = (id: string) => ({ id, token: children.find((c) => c.id === id)?.lease_token as string });
+    // Something holds Z (a suspension, say): a batch finishing C and C2 takes P, then waits for Z ...
+    const holdZ = await api.db.transaction({ isolationLevel: 'read committed' });
+    await holdZ.raw('SELECT 1 FROM stepwise.executions WHERE id = ? FOR UPDATE', [z]);
+    const batch = completeExecutions(api.db, [
+      { ...lease(C), output: 1, parentId: p },
+      { ...lease(C2), output: 2, parentId: z },
+    ]);
     await new Promise((r) => setTimeout(r, 100));
-    // Had the cancel locked the parent first, this would deadlock (40P01 after deadlock_timeout).
-    await completion.raw(`UPDATE stepwise.executions SET status = 'completed', output = '1', completed_at = now() WHERE id = ?`, [childRow.id]);
-    await completion.commit();
+    // ... D's final failure waits for P too, and so does a cancel of P, which would lock C first if
+    // it went child before parent.
+    const failing = failExecution(api.db, lease(D), { type: 'Error', message: 'no', retryable: false }, null, p);
+    await new Promise((r) => setTimeout(r, 50));
+    const cancelling = cancelExecution(api.db, p);
+    await new Promise((r) => setTimeout(r, 100));
+    await holdZ.commit();
+    expect(await batch).toEqual(new Set([C, C2]));
+    expect(await failing).toBe(true);
     expect((await cancelling).kind).toBe('cancelled');
-    const [child] = await queryRows<{ status: string }>(api.db, 'SELECT status FROM stepwise.executions WHERE id = ?', [childRow.id]);
-    expect(child.status).toBe('completed');
+    const rows = await queryRows<{ id: string; status: string }>(api.db, 'SELECT id, status FROM stepwise.executions WHERE id = ANY(?::uuid[])', [[C, C2, D]]);
+    expect(Object.fromEntries(rows.map((r) => [r.id, r.status]))).toEqual({ [C]: 'completed', [C2]: 'completed', [D]: 'failed' });
   });
 
   test('two batches finishing children of the same two parents, in opposite orders, do not deadlock', async () => {
