@@ -279,7 +279,7 @@ export function ExecutionPage({ id }: { id: string }) {
       <Section title="Timeline" testId="timeline-section">
         <Timeline execution={x} steps={steps} now={now} />
       </Section>
-      {children && <Children list={children} now={now} />}
+      {children && <Children parentId={x.execution_id} list={children} now={now} />}
     </div>
   );
 }
@@ -287,11 +287,19 @@ export function ExecutionPage({ id }: { id: string }) {
 /** Children shown on a parent's page; `total` says when there are more. */
 const CHILDREN_SHOWN = 100;
 
-function Children({ list, now }: { list: ExecutionList; now: number }) {
+function Children({ parentId, list, now }: { parentId: string; list: ExecutionList; now: number }) {
   return (
     <Section title={`Child executions (${list.total})`} testId="children-section">
       <ExecutionsTable items={list.items} now={now} />
-      {list.total > list.items.length && <p class="muted small">The first {list.items.length} of {list.total}, oldest first.</p>}
+      {list.total > list.items.length && (
+        <p class="muted small">
+          The first {list.items.length} of {list.total}, oldest first:{' '}
+          <a data-testid="all-children" href={routeHref({ page: 'executions', filter: { parent: parentId, offset: 0, limit: 100 } })}>
+            page through all of them
+          </a>
+          .
+        </p>
+      )}
     </Section>
   );
 }

@@ -47,8 +47,8 @@ export function ExecutionsPage({ filter }: { filter: ListFilter }) {
   const { client, autoRefresh, navigate } = api;
   const tasks = usePolling<Task[]>(() => client.listTasks(), [client], { intervalMs: 30_000, enabled: autoRefresh });
   const list = usePolling<ExecutionList>(
-    () => client.list({ status: filter.status, task: filter.task, limit: filter.limit, offset: filter.offset, order: 'desc' }),
-    [client, filter.status, filter.task, filter.limit, filter.offset],
+    () => client.list({ status: filter.status, task: filter.task, parent_execution_id: filter.parent, limit: filter.limit, offset: filter.offset, order: 'desc' }),
+    [client, filter.status, filter.task, filter.parent, filter.limit, filter.offset],
     { intervalMs: REFRESH_MS, enabled: autoRefresh },
   );
   useAuthPrompt(list.error, tasks.error);
@@ -88,6 +88,17 @@ export function ExecutionsPage({ filter }: { filter: ListFilter }) {
             ))}
           </select>
         </label>
+        {filter.parent && (
+          <span class="chip" data-testid="filter-parent">
+            children of{' '}
+            <a class="mono" href={routeHref({ page: 'execution', id: filter.parent })}>
+              {filter.parent}
+            </a>{' '}
+            <a href={routeHref(withFilter(filter, { parent: undefined }))} title="Show all executions">
+              ✕
+            </a>
+          </span>
+        )}
         {list.data && <Pager list={list.data} filter={filter} />}
       </div>
       <ApiErrorBox error={list.error} />

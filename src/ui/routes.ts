@@ -7,6 +7,8 @@ export const PAGE_SIZES = Object.freeze([20, 50, 100]);
 export interface ListFilter {
   status?: ExecutionStatus;
   task?: string;
+  /** Only the children of this execution. */
+  parent?: string;
   offset: number;
   limit: number;
 }
@@ -35,11 +37,13 @@ export function parseRoute(hash: string): Route {
   if (parts[0] === 'tasks') return { page: 'tasks' };
   const status = params.get('status');
   const task = params.get('task');
+  const parent = params.get('parent');
   return {
     page: 'executions',
     filter: {
       status: isStatus(status) ? status : undefined,
       task: task || undefined,
+      parent: parent || undefined,
       offset: toCount(params.get('offset'), 0, 0, Number.MAX_SAFE_INTEGER),
       limit: toCount(params.get('limit'), PAGE_SIZES[0], 1, 500),
     },
@@ -58,6 +62,7 @@ export function routeHref(route: Route): string {
       const f = route.filter;
       if (f.status) params.set('status', f.status);
       if (f.task) params.set('task', f.task);
+      if (f.parent) params.set('parent', f.parent);
       if (f.offset > 0) params.set('offset', String(f.offset));
       if (f.limit !== PAGE_SIZES[0]) params.set('limit', String(f.limit));
       const q = params.toString();

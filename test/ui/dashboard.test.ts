@@ -371,6 +371,11 @@ describe('dashboard in headless Chromium', () => {
     await page.locator('[data-testid="execution-detail"][data-status="completed"]').waitFor({ timeout: 15_000 });
     await page.locator(`[data-testid="children-section"] tr[data-execution-id="${childId}"][data-status="completed"]`).waitFor({ timeout: 15_000 });
     await expect(page.getByTestId('execution-output').textContent()).resolves.toContain('opened');
+    // The list, filtered to the parent's children.
+    await page.goto(`${t.api.url}/ui#/executions?parent=${parentId}`);
+    await page.getByTestId('filter-parent').filter({ hasText: parentId }).waitFor();
+    await page.locator(`tr[data-execution-id="${childId}"]`).waitFor();
+    await expect(page.getByTestId('page-info').textContent()).resolves.toBe('1–1 of 1');
   });
 
   it('renders the API reference from the served openapi.yaml, linked from the dashboard', async () => {

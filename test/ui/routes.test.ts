@@ -14,7 +14,12 @@ describe('dashboard routes', () => {
   });
 
   it('round-trips execution and task pages', () => {
-    for (const hash of ['#/executions/0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10', '#/tasks', '#/executions?status=failed&offset=20']) {
+    for (const hash of [
+      '#/executions/0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10',
+      '#/tasks',
+      '#/executions?status=failed&offset=20',
+      '#/executions?parent=0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10&limit=100',
+    ]) {
       expect(routeHref(parseRoute(hash))).toBe(hash);
     }
   });
