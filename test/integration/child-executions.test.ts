@@ -339,6 +339,30 @@ describe('ctx.invoke', () => {
   });
 });
 
+describe('a child task served by another worker', () => {
+  test('is checked against the schema that worker registered, and run by it', async () => {
+    const remote = defineTask({ name: uniqueTask('remote'), data: Type.Object({ n: Type.Integer() }), async run(_ctx, data) {
+      return data.n + 1;
+    } });
+    const parent = defineTask({ name: uniqueTask('local-parent'), retry: { maxAttempts: 1 }, async run(ctx, data) {
+      // By name only: this worker knows nothing of the task but what the database says.
+      return ctx.invoke('remote', remote.name, data);
+    } });
+    const serving = await startWorker(api.t, [remote] as never);
+    const calling = await startWorker(api.t, [parent] as never);
+    try {
+      const good = await api.client.schedule(parent.name, { n: 41 });
+      expect(await api.client.wait(good.execution_id, { deadlineMs: 15_000 })).toMatchObject({ status: 'completed', output: 42 });
+      const bad = await api.client.schedule(parent.name, { n: 'x' });
+      const failed = await api.client.wait(bad.execution_id, { deadlineMs: 15_000 });
+      expect(failed.error).toMatchObject({ type: 'NonRetryableError' });
+      expect(failed.error?.message).toContain(`data for a child execution of task "${remote.name}" does not match its schema: /n must be integer`);
+    } finally {
+      await Promise.all([serving.stop(), calling.stop()]);
+    }
+  });
+});
+
 describe('ctx.invoke with a timeout', () => {
   test('throws ChildTimeoutError when the child has not finished in time, and returns the output when it has', async () => {
     const gate = defineTask({ name: uniqueTask('gate'), events: { open: Type.Null() }, async run(ctx) {
