@@ -3,8 +3,8 @@ import type { Knex } from 'knex';
 /**
  * Child executions (ctx.invoke, ctx.spawn). `parent_id` names the execution that started one; the
  * parent records the child as a step of kind `child` in the same statement that inserts it, so the
- * step exists before the child can run. Two triggers, each gated by a WHEN that executions without a
- * parent (or without children) never pass, so the hot paths pay only that test:
+ * step exists before the child can run. Two triggers: the first gated by a WHEN that executions
+ * without a parent never pass, so completions pay only that test; the second runs on every cancel:
  *
  * - A child that finishes (completed, failed or cancelled) completes its parent's `child` step with
  *   its outcome and, when the parent is waiting for that very step, makes the parent due and wakes the
