@@ -179,6 +179,19 @@ describe('store: executions', () => {
       }
     });
 
+    test("one execution's children are listed through the parent index, with any other filter", async () => {
+      const parentId = '0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10';
+      for (const filter of [{}, { status: 'running' as const }, { status: 'completed' as const, task: 'mix-a' }]) {
+        const { sql, bindings } = listStatement({ ...filter, parentId, limit: 20, offset: 0, order: 'asc' });
+        const plan = await t.db.transaction(async (trx) => {
+          await trx.raw('SET LOCAL enable_seqscan = off');
+          const { rows } = await trx.raw(`EXPLAIN (FORMAT JSON) ${sql}`, bindings as never);
+          return JSON.stringify(rows[0]['QUERY PLAN']);
+        });
+        expect({ filter, parentIndex: plan.includes('executions_parent_created_idx'), seqScan: plan.includes('Seq Scan') }).toEqual({ filter, parentIndex: true, seqScan: false });
+      }
+    });
+
     test('active counts include running executions', async () => {
       const counts = await countActiveExecutions(t.db);
       const { rows } = await t.db.raw(
