@@ -1,3 +1,4 @@
+import type { ErrorObject } from 'ajv';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 
@@ -9,4 +10,9 @@ export function compileJsonSchema(schema: object): ValidateFunction {
   const ajv = new Ajv2020({ strict: false, allErrors: true });
   addFormats(ajv);
   return ajv.compile(schema);
+}
+
+/** A validator's errors in one line, for exceptions thrown at a task's author: `/n must be integer; …`. */
+export function describeSchemaErrors(errors: readonly ErrorObject[] | null | undefined): string {
+  return (errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}`).join('; ');
 }

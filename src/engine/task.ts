@@ -1,7 +1,7 @@
 import type { Static, TSchema, TUnknown } from '@sinclair/typebox';
 import { parseCronTrigger, type CronTrigger } from '../domain/cron';
 import type { Duration } from '../domain/duration';
-import { compileJsonSchema } from '../domain/json-schema';
+import { compileJsonSchema, describeSchemaErrors } from '../domain/json-schema';
 import type { RetryPolicy } from '../domain/retry';
 import type { Logger } from '../logger';
 
@@ -117,8 +117,7 @@ export function defineTask<D extends TSchema = TUnknown, E extends Record<string
     const { data } = parseCronTrigger(options.name, options.cron);
     const validate = options.data ? compileJsonSchema(options.data) : undefined;
     if (validate && !validate(data)) {
-      const why = (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}`).join('; ');
-      throw new TypeError(`task ${options.name}: cron data does not match the task's data schema: ${why}`);
+      throw new TypeError(`task ${options.name}: cron data does not match the task's data schema: ${describeSchemaErrors(validate.errors)}`);
     }
   }
   return Object.freeze({ ...options, [TASK_BRAND]: true as const });

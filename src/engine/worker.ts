@@ -127,7 +127,7 @@ export class Worker {
 
   constructor(private readonly options: WorkerOptions) {
     this.registry = new TaskRegistry(options.tasks);
-    this.children = new ChildTaskChecker(options.db, this.registry);
+    this.children = new ChildTaskChecker(options.db);
     this.taskNames = this.registry.names();
     this.limits = this.registry.limits();
     this.freeTaskNames = this.taskNames.filter((name) => !this.limits.has(name));

@@ -1,6 +1,5 @@
-import type pg from 'pg';
 import { CHANNEL_WORK } from './channels';
-import { preparedRows, withConnection, type Db } from './db';
+import { preparedRows, withReadCommitted, type Db } from './db';
 import type { Lease } from './leases';
 import { toJsonb } from './rows';
 
@@ -100,48 +99,37 @@ export type ChildWait = { kind: 'suspended' } | { kind: 'finished'; result: Chil
  * suspension) or it runs after the suspension has committed (and wakes the parent).
  */
 export async function suspendForChild(db: Db, lease: Lease, seq: number, name: string): Promise<ChildWait> {
-  return withConnection(db, async (connection) => {
-    const run = <T extends pg.QueryResultRow>(text: string, values: unknown[]) => connection.query<T>(text, values);
-    await connection.query('BEGIN ISOLATION LEVEL READ COMMITTED');
-    try {
-      const fence = await run(`SELECT 1 FROM stepwise.executions WHERE id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE`, [lease.id, lease.token]);
-      if (fence.rowCount === 0) {
-        await connection.query('ROLLBACK');
-        return { kind: 'lost' };
-      }
-      const { rows } = await run<{ result: ChildStepResult; suspended: boolean }>(
-        `WITH step AS (
-           SELECT completed, result, wake_at, coalesce(wake_at <= now(), false) AS expired
-             FROM stepwise.steps WHERE execution_id = $1 AND seq = $2 AND kind = 'child'
-         ),
-         timed_out AS (
-           UPDATE stepwise.steps s SET completed = true, completed_at = now(), result = s.result || '{"timed_out": true}'::jsonb
-             FROM step WHERE s.execution_id = $1 AND s.seq = $2 AND NOT step.completed AND step.expired
-           RETURNING s.result
-         ),
-         counted AS (
-           UPDATE stepwise.executions SET steps_completed = steps_completed + 1, current_step = NULL
-            WHERE id = $1 AND EXISTS (SELECT 1 FROM timed_out)
-           RETURNING id
-         ),
-         waiting AS (
-           UPDATE stepwise.executions
-              SET status = 'waiting', lease_token = NULL, current_step = $3, due_at = (SELECT wake_at FROM step),
-                  wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL
-            WHERE id = $1 AND EXISTS (SELECT 1 FROM step WHERE NOT completed AND NOT expired)
-           RETURNING id
-         )
-         SELECT coalesce((SELECT result FROM timed_out), step.result) AS result, EXISTS (SELECT 1 FROM waiting) AS suspended,
-                (SELECT count(*) FROM counted) AS _c
-           FROM step`,
-        [lease.id, seq, name],
-      );
-      await connection.query('COMMIT');
-      if (!rows[0]) throw new Error(`the history of execution ${lease.id} has no child step at #${seq + 1}`);
-      return rows[0].suspended ? { kind: 'suspended' } : { kind: 'finished', result: rows[0].result };
-    } catch (err) {
-      await connection.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    }
+  return withReadCommitted(db, async (connection): Promise<ChildWait> => {
+    const fence = await connection.query(`SELECT 1 FROM stepwise.executions WHERE id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE`, [lease.id, lease.token]);
+    if (fence.rowCount === 0) return { kind: 'lost' };
+    const { rows } = await connection.query<{ result: ChildStepResult; suspended: boolean }>(
+      `WITH step AS (
+         SELECT completed, result, wake_at, coalesce(wake_at <= now(), false) AS expired
+           FROM stepwise.steps WHERE execution_id = $1 AND seq = $2 AND kind = 'child'
+       ),
+       timed_out AS (
+         UPDATE stepwise.steps s SET completed = true, completed_at = now(), result = s.result || '{"timed_out": true}'::jsonb
+           FROM step WHERE s.execution_id = $1 AND s.seq = $2 AND NOT step.completed AND step.expired
+         RETURNING s.result
+       ),
+       counted AS (
+         UPDATE stepwise.executions SET steps_completed = steps_completed + 1, current_step = NULL
+          WHERE id = $1 AND EXISTS (SELECT 1 FROM timed_out)
+         RETURNING id
+       ),
+       waiting AS (
+         UPDATE stepwise.executions
+            SET status = 'waiting', lease_token = NULL, current_step = $3, due_at = (SELECT wake_at FROM step),
+                wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL
+          WHERE id = $1 AND EXISTS (SELECT 1 FROM step WHERE NOT completed AND NOT expired)
+         RETURNING id
+       )
+       SELECT coalesce((SELECT result FROM timed_out), step.result) AS result, EXISTS (SELECT 1 FROM waiting) AS suspended,
+              (SELECT count(*) FROM counted) AS _c
+         FROM step`,
+      [lease.id, seq, name],
+    );
+    if (!rows[0]) throw new Error(`the history of execution ${lease.id} has no child step at #${seq + 1}`);
+    return rows[0].suspended ? { kind: 'suspended' } : { kind: 'finished', result: rows[0].result };
   });
 }

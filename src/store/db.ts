@@ -107,6 +107,25 @@ export async function withConnection<T>(db: Knex, fn: (connection: pg.ClientBase
   }
 }
 
+/**
+ * Runs `fn` in a READ COMMITTED transaction on one connection of the knex pool (whatever the database's
+ * default isolation), committing when it returns and rolling back when it throws: for work whose
+ * later statements must see what committed while an earlier one waited for a lock.
+ */
+export async function withReadCommitted<T>(db: Knex, fn: (connection: pg.ClientBase) => Promise<T>): Promise<T> {
+  return withConnection(db, async (connection) => {
+    await connection.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+    try {
+      const result = await fn(connection);
+      await connection.query('COMMIT');
+      return result;
+    } catch (err) {
+      await connection.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
+  });
+}
+
 /** Most rows an Execute may return; more would suspend the portal (never reached by our statements). */
 const ALL_ROWS = 2 ** 31 - 1;
 

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { newExecutionId } from '../domain/ids';
 import type { ExecutionStatus } from '../domain/status';
-import { preparedRows, queryRows, withConnection, type Db } from './db';
+import { preparedRows, queryRows, withReadCommitted, type Db } from './db';
 import { CHANNEL_CHANGED, CHANNEL_CANCEL, CHANNEL_WORK } from './channels';
 import { rowToExecution, toJsonb, type ExecutionRecord, type ExecutionRow } from './rows';
 
@@ -222,40 +222,33 @@ export type CancelOutcome =
  * child being started meanwhile waits for the parent's lock and then finds the parent cancelled.
  */
 export async function cancelExecution(db: Db, id: string): Promise<CancelOutcome> {
-  const rows = await withConnection(db, async (connection) => {
-    await connection.query('BEGIN ISOLATION LEVEL READ COMMITTED');
-    try {
-      await connection.query(
-        `WITH RECURSIVE tree(id, depth) AS (
-           SELECT parent_id, -1 FROM stepwise.executions WHERE id = $1 AND parent_id IS NOT NULL
-           UNION ALL
-           SELECT id, 0 FROM stepwise.executions WHERE id = $1
-           UNION ALL
-           SELECT e.id, t.depth + 1 FROM stepwise.executions e JOIN tree t ON e.parent_id = t.id
-            WHERE t.depth >= 0 AND e.status IN ('pending','running','waiting')
-         )
-         SELECT e.id FROM stepwise.executions e JOIN tree USING (id) ORDER BY tree.depth, e.id FOR NO KEY UPDATE OF e`,
-        [id],
-      );
-      const result = await connection.query<ExecutionRow>(
-        `WITH c AS (
-       UPDATE stepwise.executions
-          SET status = 'cancelled', completed_at = clock_timestamp(), due_at = NULL, lease_token = NULL,
-              current_step = NULL, wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL,
-              error = '{"type":"cancelled","message":"execution was cancelled","retryable":false}'::jsonb
-        WHERE id = $1 AND status IN ('pending','running','waiting')
-        RETURNING *
-     )
-     SELECT c.*, pg_notify('${CHANNEL_CANCEL}', c.id::text) IS NULL AS _a,
-            pg_notify('${CHANNEL_CHANGED}', c.id::text) IS NULL AS _b FROM c`,
-        [id],
-      );
-      await connection.query('COMMIT');
-      return result.rows;
-    } catch (err) {
-      await connection.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    }
+  const rows = await withReadCommitted(db, async (connection) => {
+    await connection.query(
+      `WITH RECURSIVE tree(id, depth) AS (
+         SELECT parent_id, -1 FROM stepwise.executions WHERE id = $1 AND parent_id IS NOT NULL
+         UNION ALL
+         SELECT id, 0 FROM stepwise.executions WHERE id = $1
+         UNION ALL
+         SELECT e.id, t.depth + 1 FROM stepwise.executions e JOIN tree t ON e.parent_id = t.id
+          WHERE t.depth >= 0 AND e.status IN ('pending','running','waiting')
+       )
+       SELECT e.id FROM stepwise.executions e JOIN tree USING (id) ORDER BY tree.depth, e.id FOR NO KEY UPDATE OF e`,
+      [id],
+    );
+    const result = await connection.query<ExecutionRow>(
+      `WITH c AS (
+         UPDATE stepwise.executions
+            SET status = 'cancelled', completed_at = clock_timestamp(), due_at = NULL, lease_token = NULL,
+                current_step = NULL, wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL,
+                error = '{"type":"cancelled","message":"execution was cancelled","retryable":false}'::jsonb
+          WHERE id = $1 AND status IN ('pending','running','waiting')
+          RETURNING *
+       )
+       SELECT c.*, pg_notify('${CHANNEL_CANCEL}', c.id::text) IS NULL AS _a,
+              pg_notify('${CHANNEL_CHANGED}', c.id::text) IS NULL AS _b FROM c`,
+      [id],
+    );
+    return result.rows;
   });
   if (rows[0]) return { kind: 'cancelled', execution: rowToExecution(rows[0]) };
   const current = await getExecution(db, id);
