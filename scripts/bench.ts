@@ -105,7 +105,7 @@ function table(lines: HarnessLine[], extras: ExtraResult[]): string {
         ...peers.map((p) => {
           const line = lines.find((l) => l.peer === p && l.scenario === s);
           const v = line?.median?.[m.key];
-          return line?.skipped ? '-' : v === undefined ? 'n/a' : String(v);
+          return !line || line.skipped ? '-' : v === undefined ? 'n/a' : String(v);
         }),
         m.target,
       ]);
@@ -157,7 +157,10 @@ async function main(): Promise<void> {
   const bar = new SingleBar({ format: 'bench [{bar}] {value}/{total} {step}', noTTYOutput: true, notTTYSchedule: 5000 }, Presets.shades_classic);
   // graphile-worker's batched-completion variant is the issue's S2 anchor: run it beside the defaults.
   const variantScenarios = opts.peers ? scenarios.filter((s) => s === 'S2') : [];
-  bar.start(peers.length * scenarios.length + variantScenarios.length + (opts.extras ? 6 : 0), 0, { step: 'starting' });
+  // S4 once more with Stepwise scheduling as the peers' producers do (direct SQL through the SDK's
+  // schedule(), no API server), so that each is compared with its like.
+  const sqlScenarios = scenarios.filter((s) => s === 'S4');
+  bar.start(peers.length * scenarios.length + variantScenarios.length + sqlScenarios.length + (opts.extras ? 6 : 0), 0, { step: 'starting' });
   let extras: ExtraResult[] = [];
   if (opts.harnessResults) {
     for (const f of readdirSync(opts.harnessResults).filter((x) => x.endsWith('.jsonl'))) {
@@ -166,6 +169,7 @@ async function main(): Promise<void> {
   }
   try {
     for (const peer of peers) lines.push(...(await runHarness(harness, peer, scenarios, Number(opts.reps), env, opts.n, bar)));
+    if (sqlScenarios.length > 0) lines.push(...(await runHarness(harness, 'stepwise:sql', sqlScenarios, Number(opts.reps), env, opts.n, bar)));
     if (variantScenarios.length > 0) lines.push(...(await runHarness(harness, 'graphile-worker:batched', variantScenarios, Number(opts.reps), env, opts.n, bar)));
     if (opts.extras) {
       extras = await runExtras({

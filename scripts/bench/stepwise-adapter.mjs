@@ -20,7 +20,7 @@ const dist = (p) => require(path.join(ROOT, 'dist', p));
 // Loaded with the adapter, as the harness's timings start "after imports" (the peers' adapters load
 // their packages inside worker(), so their S2/S3 times include a module load that ours do not: about
 // 0.2-0.5 s on this machine, for a drain of a few seconds).
-const { defineTask, Worker } = dist('index.js');
+const { defineTask, schedule, Worker } = dist('index.js');
 const { createDb } = dist('store/db.js');
 const { createLogger } = dist('logger.js');
 const TASK = { noop: 'bench-noop', steps3: 'bench-steps3' };
@@ -111,14 +111,23 @@ export async function startApiProcess(url) {
   };
 }
 
-export function make() {
+/**
+ * The variant `sql` schedules as graphile-worker's and pg-boss's producers do: from TypeScript, with a
+ * statement on the producer's own pg pool (the SDK's schedule(), which also runs inside a caller's
+ * transaction), no API server between. The default schedules over HTTP through the public API.
+ */
+export function make(variant) {
+  if (variant !== undefined && variant !== 'sql') throw new Error(`unknown stepwise variant "${variant}" (known: sql)`);
   const pkg = require(path.join(ROOT, 'package.json'));
+  const tasks = benchTasks();
   return {
-    name: 'stepwise',
+    name: variant ? `stepwise:${variant}` : 'stepwise',
     version: `stepwise ${pkg.version}`,
     supports: { bulk: false, steps: true },
     settings: {
-      schedule: 'HTTP POST /api/v1/executions to a separate `stepwise serve` process (keep-alive); concurrent requests share one INSERT (group commit)',
+      schedule: variant
+        ? "schedule() from the SDK on the producer's pg.Pool (max 32): one INSERT per call, no API server"
+        : 'HTTP POST /api/v1/executions to a separate `stepwise serve` process (keep-alive); concurrent requests share one INSERT (group commit)',
       worker: `Worker concurrency 32, automatic prefetch (default: what it starts in 20 ms, 2-8 x concurrency), pool ${WORKER_POOL}; batched claims (FOR UPDATE SKIP LOCKED), completions group-committed with the next claim in one statement, group-committed step records; SDK loaded with the adapter, before t_start`,
       apiPool: API_POOL,
       wakeup: 'LISTEN/NOTIFY, 1 s poll fallback',
@@ -139,6 +148,16 @@ export function make() {
     },
 
     async producer(url) {
+      if (variant === 'sql') {
+        const pool = new (require('pg').Pool)({ connectionString: url, max: 32 });
+        const byKind = { noop: tasks[0], steps3: tasks[1] };
+        return {
+          async enqueue(payload, kind = 'noop') {
+            return (await schedule(pool, byKind[kind], payload)).executionId;
+          },
+          close: () => pool.end(),
+        };
+      }
       const api = await startApiProcess(url);
       return {
         async enqueue(payload, kind = 'noop') {

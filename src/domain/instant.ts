@@ -15,3 +15,19 @@ export function parseInstant(text: string): Date | undefined {
   const year = instant.getUTCFullYear();
   return year >= 1 && year <= 9999 ? instant : undefined;
 }
+
+/** RFC 3339 date-time with a time zone, the shape the contract's `format: date-time` accepts. */
+const DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}(:?\d{2})?)$/;
+
+/**
+ * An instant given in code (a Date, or RFC 3339 text with a time zone), as the API would take it as
+ * `start_at`; undefined for anything else, such as an invalid Date, text without a zone, or a year
+ * outside 0001-9999.
+ */
+export function toInstant(value: Date | string): Date | undefined {
+  if (value instanceof Date) {
+    const year = value.getUTCFullYear();
+    return Number.isNaN(value.getTime()) || year < 1 || year > 9999 ? undefined : value;
+  }
+  return typeof value === 'string' && DATE_TIME.test(value) ? parseInstant(value) : undefined;
+}

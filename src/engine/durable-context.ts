@@ -8,7 +8,7 @@ import type { StepKind, StepRecord } from '../store/rows';
 import { startChild, suspendForChild, type ChildStepResult } from '../store/children';
 import { completeTimedStep, suspendExecution, type StepResult } from '../store/steps';
 import { newExecutionId } from '../domain/ids';
-import { parseInstant } from '../domain/instant';
+import { toInstant } from '../domain/instant';
 import type { ChildTaskChecker } from './children';
 import type { LazyAbortController } from './abort';
 import { retryWhileUnavailable } from './db-retry';
@@ -161,8 +161,8 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     if (typeof taskName !== 'string') throw new TypeError(`child ${JSON.stringify(key)}: the task must be a task name or a defineTask() result`);
     let startAt: Date | undefined;
     if (options.startAt !== undefined) {
-      startAt = options.startAt instanceof Date ? options.startAt : parseInstant(options.startAt);
-      if (!startAt || Number.isNaN(startAt.getTime())) throw new RangeError(`child ${JSON.stringify(key)}: startAt ${String(options.startAt)} is not an instant`);
+      startAt = toInstant(options.startAt);
+      if (!startAt) throw new RangeError(`child ${JSON.stringify(key)}: startAt ${String(options.startAt)} is not an instant`);
     }
     const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, `invoke ${JSON.stringify(key)} timeout`);
     const stored = data === undefined ? null : data;

@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import pg from 'pg';
 import { newExecutionId } from '../domain/ids';
 import type { ExecutionStatus } from '../domain/status';
@@ -50,11 +51,42 @@ function toScheduledRecord(row: ScheduledRow): ScheduledRecord {
  * are inserted again, as if they had come a moment later.
  */
 export async function insertExecutions(db: Db, items: readonly NewExecution[]): Promise<ScheduleResult[]> {
-  const results = await insertOnce(db, items);
+  return insertWith((name, text, values) => preparedRows(db, name, text, values), items);
+}
+
+/**
+ * A connection, pool or transaction of the caller's: node-postgres's (Client, PoolClient, Pool) or
+ * knex's (an instance or a transaction). Statements run on it take part in its transaction.
+ */
+export type Queryable = { query(config: { name?: string; text: string; values: unknown[] }): Promise<{ rows: unknown[] }> } | Knex;
+
+function isKnex(q: Queryable): q is Knex {
+  return typeof (q as Knex).raw === 'function' && typeof (q as Knex).client === 'object';
+}
+
+/**
+ * insertExecutions on the caller's connection or transaction (see Queryable), so an execution can be
+ * scheduled in the same commit as the caller's own writes: it exists, and wakes a worker, only if that
+ * commit happens. In a REPEATABLE READ or SERIALIZABLE transaction, a key taken by a transaction that
+ * committed after this one began is a serialization failure, which the caller retries as any other.
+ */
+export async function insertExecutionsOn(q: Queryable, items: readonly NewExecution[]): Promise<ScheduleResult[]> {
+  if (isKnex(q)) {
+    // knex binds `?` in order; every statement here uses each of $1..$n once, in order.
+    return insertWith(async (_name, text, values) => ((await q.raw(text.replace(/\$\d+/g, '?'), values as Knex.RawBinding[])) as { rows: never[] }).rows, items);
+  }
+  return insertWith(async (name, text, values) => (await q.query({ name, text, values: values as unknown[] })).rows as never[], items);
+}
+
+/** Runs one statement (a named prepared statement where the runner can) and returns its rows. */
+type Runner = <T>(name: string, text: string, values: readonly unknown[]) => Promise<T[]>;
+
+async function insertWith(run: Runner, items: readonly NewExecution[]): Promise<ScheduleResult[]> {
+  const results = await insertOnce(run, items);
   for (let round = 1; results.includes(undefined); round++) {
     if (round === 3) throw new Error('idempotent insert found neither a new nor an existing row, three times');
     const again = results.flatMap((r, i) => (r === undefined ? [i] : []));
-    const found = await insertOnce(db, again.map((i) => items[i]));
+    const found = await insertOnce(run, again.map((i) => items[i]));
     again.forEach((i, j) => (results[i] = found[j]));
   }
   return results as ScheduleResult[];
@@ -81,21 +113,21 @@ const INSERT_AT_SQL = `INSERT INTO stepwise.executions (id, task, status, data, 
      ${INSERT_TAIL}, CASE WHEN due_at <= now() THEN pg_notify('${CHANNEL_WORK}', task) END IS NULL AS _n`;
 
 /** One round of insertExecutions: undefined for an item whose key's row was deleted before the read-back. */
-async function insertOnce(db: Db, items: readonly NewExecution[]): Promise<Array<ScheduleResult | undefined>> {
+async function insertOnce(run: Runner, items: readonly NewExecution[]): Promise<Array<ScheduleResult | undefined>> {
   const ids = items.map(() => newExecutionId());
   const columns = [ids, items.map((i) => i.task), items.map((i) => toJsonb(i.data ?? null)), items.map((i) => i.idempotencyKey ?? null)];
   const inserted = items.some((i) => i.startAt !== undefined)
-    ? await preparedRows<ScheduledRow>(db, 'stepwise_schedule_executions_at', INSERT_AT_SQL, [...columns, items.map((i) => i.startAt?.toISOString() ?? null)])
-    : await preparedRows<ScheduledRow>(db, 'stepwise_schedule_executions', INSERT_SQL, columns);
+    ? await run<ScheduledRow>('stepwise_schedule_executions_at', INSERT_AT_SQL, [...columns, items.map((i) => i.startAt?.toISOString() ?? null)])
+    : await run<ScheduledRow>('stepwise_schedule_executions', INSERT_SQL, columns);
   const byId = new Map(inserted.map((r) => [r.id, r]));
   const missingKeys = items
     .filter((item, i) => !byId.has(ids[i]) && item.idempotencyKey !== undefined)
     .map((i) => i.idempotencyKey as string);
   const existing = new Map<string, ScheduledRow>();
   if (missingKeys.length > 0) {
-    const rows = await queryRows<ScheduledRow & { idempotency_key: string }>(
-      db,
-      `SELECT ${SCHEDULED_COLUMNS}, idempotency_key FROM stepwise.executions WHERE idempotency_key = ANY(?::text[])`,
+    const rows = await run<ScheduledRow & { idempotency_key: string }>(
+      'stepwise_schedule_existing',
+      `SELECT ${SCHEDULED_COLUMNS}, idempotency_key FROM stepwise.executions WHERE idempotency_key = ANY($1::text[])`,
       [missingKeys],
     );
     for (const r of rows) existing.set(r.idempotency_key, r);

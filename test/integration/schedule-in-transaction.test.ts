@@ -1,0 +1,158 @@
+// schedule(): an execution scheduled with a statement on the caller's own connection or transaction
+// (node-postgres or knex), committed or rolled back with the caller's writes.
+import pg from 'pg';
+import { defineTask, IdempotencyKeyConflictError, schedule, Type } from '../../src/index';
+import { queryRows } from '../../src/store/db';
+import { startTestApi, type TestApi } from '../helpers/api-server';
+import { uniqueTask } from '../helpers/simulated-worker';
+import { startWorker } from '../helpers/worker';
+
+let api: TestApi;
+let pool: pg.Pool;
+beforeAll(async () => {
+  api = await startTestApi();
+  pool = new pg.Pool({ connectionString: api.t.url, max: 4 });
+  await api.db.raw('CREATE TABLE orders (id text PRIMARY KEY)');
+});
+afterAll(async () => {
+  await pool.end();
+  await api.close();
+});
+
+const ship = defineTask({
+  name: uniqueTask('ship'),
+  data: Type.Object({ orderId: Type.String() }),
+  async run(_ctx, data) {
+    return { shipped: data.orderId };
+  },
+});
+
+const executionsOf = (task: string) => queryRows<{ id: string; data: unknown; status: string }>(api.db, 'SELECT id, data, status FROM stepwise.executions WHERE task = ? ORDER BY created_at', [task]);
+
+describe('schedule() in the caller’s transaction', () => {
+  test('commits with the caller’s writes, and a worker runs it', async () => {
+    const client = await pool.connect();
+    let scheduled;
+    try {
+      await client.query('BEGIN');
+      await client.query("INSERT INTO orders (id) VALUES ('o-1')");
+      scheduled = await schedule(client, ship, { orderId: 'o-1' });
+      // Not visible outside the transaction before its commit.
+      expect(await executionsOf(ship.name)).toEqual([]);
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+    expect(scheduled).toMatchObject({ task: ship.name, status: 'pending', created: true });
+    expect(scheduled.createdAt).toBeInstanceOf(Date);
+    const worker = await startWorker(api.t, [ship] as never);
+    try {
+      const done = await api.client.wait(scheduled.executionId, { deadlineMs: 15_000 });
+      expect(done).toMatchObject({ status: 'completed', output: { shipped: 'o-1' }, data: { orderId: 'o-1' } });
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  test('a rollback leaves no execution, and no worker hears of one', async () => {
+    const task = defineTask({ name: uniqueTask('rolled-back'), async run() {} });
+    const client = await pool.connect();
+    const listener = await pool.connect();
+    const heard: string[] = [];
+    listener.on('notification', (n) => heard.push(n.payload ?? ''));
+    try {
+      await listener.query('LISTEN stepwise_work');
+      await client.query('BEGIN');
+      await client.query("INSERT INTO orders (id) VALUES ('o-2')");
+      await schedule(client, task, null);
+      await client.query('ROLLBACK');
+      // A commit after it notifies: once heard, the rolled-back one would have been heard before.
+      await schedule(pool, ship, { orderId: 'later' });
+      const deadline = Date.now() + 5000;
+      while (!heard.includes(ship.name) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    } finally {
+      await listener.query('UNLISTEN *');
+      listener.release();
+      client.release();
+    }
+    expect(heard).toContain(ship.name);
+    expect(heard).not.toContain(task.name);
+    expect(await executionsOf(task.name)).toEqual([]);
+    expect(await queryRows(api.db, "SELECT id FROM orders WHERE id = 'o-2'")).toEqual([]);
+  });
+
+  test('runs on a knex transaction, and its idempotency key finds the same execution', async () => {
+    const task = defineTask({ name: uniqueTask('knexed'), data: Type.Object({ n: Type.Integer() }), async run() {} });
+    const first = await api.db.transaction(async (trx) => {
+      await trx.raw("INSERT INTO orders (id) VALUES ('o-3')");
+      return schedule(trx, task, { n: 1 }, { idempotencyKey: 'order-o-3' });
+    });
+    const again = await schedule(api.db, task, { n: 2 }, { idempotencyKey: 'order-o-3' });
+    const onPg = await schedule(pool, task, { n: 3 }, { idempotencyKey: 'order-o-3' });
+    expect(first.created).toBe(true);
+    expect(again).toEqual({ ...first, created: false });
+    expect(onPg).toEqual({ ...first, created: false });
+    expect(await executionsOf(task.name)).toEqual([{ id: first.executionId, data: { n: 1 }, status: 'pending' }]);
+    // The API sees it as any other execution.
+    expect(await api.client.get(first.executionId)).toMatchObject({ task: task.name, data: { n: 1 }, status: 'pending' });
+  });
+
+  test('in REPEATABLE READ, a key committed after the snapshot is a serialization failure', async () => {
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await client.query('SELECT 1 FROM stepwise.executions LIMIT 1'); // takes the snapshot
+      const other = await schedule(pool, ship, { orderId: 'o-rr' }, { idempotencyKey: 'order-o-rr' });
+      const err = await schedule(client, ship, { orderId: 'o-rr' }, { idempotencyKey: 'order-o-rr' }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: '40001' });
+      await client.query('ROLLBACK');
+      // Retried in a new transaction, it finds the committed execution.
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      expect(await schedule(client, ship, { orderId: 'o-rr' }, { idempotencyKey: 'order-o-rr' })).toEqual({ ...other, created: false });
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+  });
+
+  test('a key held by another task is a conflict', async () => {
+    await schedule(pool, ship, { orderId: 'o-4' }, { idempotencyKey: 'shared-key' });
+    const other = defineTask({ name: uniqueTask('other'), async run() {} });
+    const err = await schedule(pool, other, null, { idempotencyKey: 'shared-key' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(IdempotencyKeyConflictError);
+    expect(err).toMatchObject({ idempotencyKey: 'shared-key', existingTask: ship.name });
+    expect(await executionsOf(other.name)).toEqual([]);
+  });
+
+  test('a start time keeps it pending until then', async () => {
+    const startAt = new Date(Date.now() + 3_600_000);
+    const scheduled = await schedule(pool, ship, { orderId: 'o-5' }, { startAt: startAt.toISOString().replace('Z', '+00:00') });
+    const [row] = await queryRows<{ start_at: Date; due_at: Date }>(api.db, 'SELECT start_at, due_at FROM stepwise.executions WHERE id = ?', [scheduled.executionId]);
+    expect(row.start_at.getTime()).toBe(startAt.getTime());
+    expect(row.due_at.getTime()).toBe(startAt.getTime());
+  });
+
+  test('bad input is refused before anything is written', async () => {
+    const before = (await executionsOf(ship.name)).length;
+    const cases: Array<[() => Promise<unknown>, ErrorConstructor, RegExp]> = [
+      [() => schedule(pool, ship, { orderId: 7 } as never), TypeError, /does not match its schema: .*orderId/],
+      [() => schedule(pool, ship, { orderId: 'a\u0000b' }), TypeError, /NUL/],
+      [() => schedule(pool, ship, { orderId: 'a\ud800' }), TypeError, /cannot store/],
+      [() => schedule(pool, ship, { orderId: 'x', big: 1n } as never), TypeError, /not JSON-serializable/],
+      [() => schedule(pool, ship, { orderId: 'x' }, { idempotencyKey: '' }), TypeError, /1 to 255/],
+      [() => schedule(pool, ship, { orderId: 'x' }, { idempotencyKey: 'k'.repeat(256) }), TypeError, /1 to 255/],
+      [() => schedule(pool, ship, { orderId: 'x' }, { idempotencyKey: 'cron:x' }), TypeError, /"cron:"/],
+      [() => schedule(pool, ship, { orderId: 'x' }, { idempotencyKey: 'child:x' }), TypeError, /"child:"/],
+      [() => schedule(pool, ship, { orderId: 'x' }, { startAt: 'tomorrow' }), RangeError, /not an instant/],
+      [() => schedule(pool, ship, { orderId: 'x' }, { startAt: '2030-01-01T10:00:00' }), RangeError, /time zone/],
+      [() => schedule(pool, ship, { orderId: 'x' }, { startAt: new Date(NaN) }), RangeError, /not an instant/],
+      [() => schedule(pool, { name: 'not-a-task' } as never, null), TypeError, /defineTask/],
+    ];
+    for (const [call, type, message] of cases) {
+      const err = await call().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(type);
+      expect((err as Error).message).toMatch(message);
+    }
+    expect(await executionsOf(ship.name)).toHaveLength(before);
+  });
+});
