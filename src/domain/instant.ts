@@ -1,3 +1,5 @@
+import { fullFormats } from 'ajv-formats/dist/formats';
+
 /**
  * Reads an RFC 3339 date-time that the contract's schema has already accepted (`format: date-time`),
  * as a Date. JavaScript's parser refuses a leap second (`23:59:60`), which RFC 3339 allows; it is read
@@ -16,18 +18,18 @@ export function parseInstant(text: string): Date | undefined {
   return year >= 1 && year <= 9999 ? instant : undefined;
 }
 
-/** RFC 3339 date-time with a time zone, the shape the contract's `format: date-time` accepts. */
-const DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}(:?\d{2})?)$/;
+const DATE_TIME = fullFormats['date-time'] as { validate: (text: string) => boolean };
 
 /**
- * An instant given in code (a Date, or RFC 3339 text with a time zone), as the API would take it as
- * `start_at`; undefined for anything else, such as an invalid Date, text without a zone, or a year
- * outside 0001-9999.
+ * An instant given in code (a Date, or RFC 3339 text with a time zone), as the API takes `start_at`:
+ * text must pass the same `format: date-time` check as the contract's (ajv-formats, full mode: real
+ * calendar dates, a leap second only at 23:59:60 UTC). Undefined for anything else, such as an invalid
+ * Date, text without a zone, or a year outside 0001-9999.
  */
 export function toInstant(value: Date | string): Date | undefined {
   if (value instanceof Date) {
     const year = value.getUTCFullYear();
     return Number.isNaN(value.getTime()) || year < 1 || year > 9999 ? undefined : value;
   }
-  return typeof value === 'string' && DATE_TIME.test(value) ? parseInstant(value) : undefined;
+  return typeof value === 'string' && DATE_TIME.validate(value) ? parseInstant(value) : undefined;
 }

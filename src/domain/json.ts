@@ -9,6 +9,7 @@ export function toStorableJson(value: unknown, what: string): string | undefined
   } catch (err) {
     throw new TypeError(`${what} is not JSON-serializable: ${(err as Error).message}`);
   }
-  if (json !== undefined && json.includes('\\u0000')) throw new TypeError(`${what} contains a NUL character, which PostgreSQL cannot store`);
+  // JSON.stringify writes NUL as \u0000; a backslash before it is an escaped backslash, not a NUL.
+  if (json !== undefined && json.includes('\\u0000') && /(?<!\\)(?:\\\\)*\\u0000/.test(json)) throw new TypeError(`${what} contains a NUL character, which PostgreSQL cannot store`);
   return json;
 }

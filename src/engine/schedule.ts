@@ -70,8 +70,9 @@ export async function schedule<D extends TSchema, E extends Record<string, TSche
 ): Promise<Scheduled> {
   if (!isTaskDefinition(task)) throw new TypeError('schedule: the task must be a defineTask() result');
   const what = `the data of an execution of task "${task.name}"`;
-  const stored = data === undefined ? null : data;
-  toStorableJson(stored, what);
+  // Checked as it will be stored: what JSON.stringify makes of it (NaN becomes null, toJSON() runs).
+  const json = toStorableJson(data === undefined ? null : data, what) as string;
+  const stored: unknown = JSON.parse(json);
   const unstorable = findUnstorableText(stored);
   if (unstorable !== undefined) throw new TypeError(`${what} holds text PostgreSQL cannot store (an unpaired surrogate) at ${unstorable || '/'}`);
   if (task.data) {
@@ -80,7 +81,8 @@ export async function schedule<D extends TSchema, E extends Record<string, TSche
   }
   const key = options.idempotencyKey;
   if (key !== undefined) {
-    if (typeof key !== 'string' || key.length < 1 || key.length > 255) throw new TypeError('schedule: idempotencyKey must be a string of 1 to 255 characters');
+    // Counted in characters (code points), as the contract's maxLength is.
+    if (typeof key !== 'string' || key.length === 0 || [...key].length > 255) throw new TypeError('schedule: idempotencyKey must be a string of 1 to 255 characters');
     const reserved = RESERVED_KEY_PREFIXES.find((prefix) => key.startsWith(prefix));
     if (reserved) throw new TypeError(`schedule: idempotencyKey must not start with "${reserved}", which Stepwise uses itself`);
     if (findUnstorableText(key) !== undefined) throw new TypeError('schedule: idempotencyKey holds text PostgreSQL cannot store');

@@ -24,12 +24,13 @@ export interface ScheduleResult {
   created: boolean;
 }
 
-type ScheduledRow = Pick<ExecutionRow, 'id' | 'task' | 'status' | 'created_at'>;
+/** created_at in whole epoch milliseconds (as pg parses a timestamp), a number whatever the caller's type parsers. */
+type ScheduledRow = Pick<ExecutionRow, 'id' | 'task' | 'status'> & { created_ms: number };
 
-const SCHEDULED_COLUMNS = 'id, task, status, created_at';
+const SCHEDULED_COLUMNS = 'id, task, status, floor(extract(epoch FROM created_at) * 1000)::float8 AS created_ms';
 
 function toScheduledRecord(row: ScheduledRow): ScheduledRecord {
-  return { id: row.id, task: row.task, status: row.status, createdAt: row.created_at };
+  return { id: row.id, task: row.task, status: row.status, createdAt: new Date(row.created_ms) };
 }
 
 /**
@@ -71,14 +72,27 @@ function isKnex(q: Queryable): q is Knex {
  * committed after this one began is a serialization failure, which the caller retries as any other.
  */
 export async function insertExecutionsOn(q: Queryable, items: readonly NewExecution[]): Promise<ScheduleResult[]> {
-  if (isKnex(q)) {
-    // knex binds `?` in order; every statement here uses each of $1..$n once, in order.
-    return insertWith(async (_name, text, values) => ((await q.raw(text.replace(/\$\d+/g, '?'), values as Knex.RawBinding[])) as { rows: never[] }).rows, items);
+  if (!isKnex(q)) return insertWith(unnamedOn(q), items);
+  // Straight on knex's pg connection (a transaction's own, or one from the pool), so that the
+  // instance's postProcessResponse or wrapIdentifier hooks never see these statements' results.
+  const client = q.client as unknown as { acquireConnection(): Promise<pg.ClientBase>; releaseConnection(c: pg.ClientBase): Promise<void> };
+  const connection = await client.acquireConnection();
+  try {
+    return await insertWith(unnamedOn(connection), items);
+  } finally {
+    await client.releaseConnection(connection);
   }
-  return insertWith(async (name, text, values) => (await q.query({ name, text, values: values as unknown[] })).rows as never[], items);
 }
 
-/** Runs one statement (a named prepared statement where the runner can) and returns its rows. */
+/**
+ * Unnamed statements on the caller's connections: a named one would be prepared on every connection
+ * it meets, which poolers in transaction mode (PgBouncer, RDS Proxy, Supavisor) refuse or pin.
+ */
+function unnamedOn(q: { query(config: { text: string; values: unknown[] }): Promise<{ rows: unknown[] }> }): Runner {
+  return async <T>(_name: string, text: string, values: readonly unknown[]) => (await q.query({ text, values: values as unknown[] })).rows as T[];
+}
+
+/** Runs one statement (as a named prepared statement, on Stepwise's own pool) and returns its rows. */
 type Runner = <T>(name: string, text: string, values: readonly unknown[]) => Promise<T[]>;
 
 async function insertWith(run: Runner, items: readonly NewExecution[]): Promise<ScheduleResult[]> {
@@ -96,8 +110,8 @@ const INSERT_TAIL = `ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT 
      RETURNING ${SCHEDULED_COLUMNS}`;
 
 /** The common path, every execution due at once: $1-$4 the ids, tasks, data and keys. */
-const INSERT_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, due_at)
-     SELECT id, task, 'pending', data, idempotency_key, now()
+const INSERT_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, created_at, due_at)
+     SELECT id, task, 'pending', data, idempotency_key, statement_timestamp(), statement_timestamp()
        FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[]) WITH ORDINALITY AS t(id, task, data, idempotency_key, ord)
       ORDER BY ord
      ${INSERT_TAIL}, pg_notify('${CHANNEL_WORK}', task) IS NULL AS _n`;
@@ -106,11 +120,11 @@ const INSERT_SQL = `INSERT INTO stepwise.executions (id, task, status, data, ide
  * A batch with start times ($5, NULL for at once; sent as ISO text, as pg would send a Date in the
  * process's local time zone, which before 1900 is local mean time): only rows due now wake the workers.
  */
-const INSERT_AT_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, due_at)
-     SELECT id, task, 'pending', data, idempotency_key, start_at, greatest(now(), start_at)
+const INSERT_AT_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, created_at, due_at)
+     SELECT id, task, 'pending', data, idempotency_key, start_at, statement_timestamp(), greatest(statement_timestamp(), start_at)
        FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::timestamptz[]) WITH ORDINALITY AS t(id, task, data, idempotency_key, start_at, ord)
       ORDER BY ord
-     ${INSERT_TAIL}, CASE WHEN due_at <= now() THEN pg_notify('${CHANNEL_WORK}', task) END IS NULL AS _n`;
+     ${INSERT_TAIL}, CASE WHEN due_at <= statement_timestamp() THEN pg_notify('${CHANNEL_WORK}', task) END IS NULL AS _n`;
 
 /** One round of insertExecutions: undefined for an item whose key's row was deleted before the read-back. */
 async function insertOnce(run: Runner, items: readonly NewExecution[]): Promise<Array<ScheduleResult | undefined>> {

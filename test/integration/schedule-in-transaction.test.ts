@@ -1,5 +1,6 @@
 // schedule(): an execution scheduled with a statement on the caller's own connection or transaction
 // (node-postgres or knex), committed or rolled back with the caller's writes.
+import knex from 'knex';
 import pg from 'pg';
 import { defineTask, IdempotencyKeyConflictError, schedule, Type } from '../../src/index';
 import { queryRows } from '../../src/store/db';
@@ -97,6 +98,46 @@ describe('schedule() in the caller’s transaction', () => {
     expect(await api.client.get(first.executionId)).toMatchObject({ task: task.name, data: { n: 1 }, status: 'pending' });
   });
 
+  test('reads its own rows past a knex instance’s postProcessResponse (a camelCase mapper)', async () => {
+    const camel = (key: string) => key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+    const mapped = knex({
+      client: 'pg',
+      connection: api.t.url,
+      pool: { min: 0, max: 2 },
+      postProcessResponse: (result: { rows?: Array<Record<string, unknown>> }) => {
+        if (result?.rows) result.rows = result.rows.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [camel(k), v])));
+        return result;
+      },
+    });
+    try {
+      const first = await mapped.transaction((trx) => schedule(trx, ship, { orderId: 'o-camel' }, { idempotencyKey: 'order-o-camel' }));
+      const again = await schedule(mapped, ship, { orderId: 'o-camel' }, { idempotencyKey: 'order-o-camel' });
+      expect(first.createdAt).toBeInstanceOf(Date);
+      expect(Number.isNaN(first.createdAt.getTime())).toBe(false);
+      expect(again).toEqual({ ...first, created: false });
+      // The same instant the API reports.
+      expect((await api.client.get(first.executionId)).created_at).toBe(first.createdAt.toISOString());
+    } finally {
+      await mapped.destroy();
+    }
+  });
+
+  test('stamps created_at when the statement runs, not when the caller’s transaction began', async () => {
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      const { rows } = await client.query<{ began: Date }>('SELECT now() AS began');
+      await client.query('SELECT pg_sleep(0.1)');
+      const scheduled = await schedule(client, ship, { orderId: 'o-late' });
+      await client.query('COMMIT');
+      expect(scheduled.createdAt.getTime() - rows[0].began.getTime()).toBeGreaterThanOrEqual(90);
+      const [row] = await queryRows<{ due_at: Date }>(api.db, 'SELECT due_at FROM stepwise.executions WHERE id = ?', [scheduled.executionId]);
+      expect(row.due_at.getTime()).toBeGreaterThanOrEqual(scheduled.createdAt.getTime());
+    } finally {
+      client.release();
+    }
+  });
+
   test('in REPEATABLE READ, a key committed after the snapshot is a serialization failure', async () => {
     const client = await pool.connect();
     try {
@@ -132,7 +173,16 @@ describe('schedule() in the caller’s transaction', () => {
     expect(row.due_at.getTime()).toBe(startAt.getTime());
   });
 
+  test('takes what the API takes: text with a literal backslash-u0000, a key of 255 characters beyond the BMP', async () => {
+    const a = await schedule(pool, ship, { orderId: 'C:\\u0000dir' });
+    const key = '😀'.repeat(255);
+    const b = await schedule(pool, ship, { orderId: 'y' }, { idempotencyKey: key });
+    expect((await api.client.get(a.executionId)).data).toEqual({ orderId: 'C:\\u0000dir' });
+    expect(b.created).toBe(true);
+  });
+
   test('bad input is refused before anything is written', async () => {
+    const counted = defineTask({ name: uniqueTask('counted'), data: Type.Object({ n: Type.Number() }), async run() {} });
     const before = (await executionsOf(ship.name)).length;
     const cases: Array<[() => Promise<unknown>, ErrorConstructor, RegExp]> = [
       [() => schedule(pool, ship, { orderId: 7 } as never), TypeError, /does not match its schema: .*orderId/],
@@ -147,6 +197,12 @@ describe('schedule() in the caller’s transaction', () => {
       [() => schedule(pool, ship, { orderId: 'x' }, { startAt: '2030-01-01T10:00:00' }), RangeError, /time zone/],
       [() => schedule(pool, ship, { orderId: 'x' }, { startAt: new Date(NaN) }), RangeError, /not an instant/],
       [() => schedule(pool, { name: 'not-a-task' } as never, null), TypeError, /defineTask/],
+      // Checked as stored: NaN becomes null, and toJSON() runs first.
+      [() => schedule(pool, counted, { n: NaN }), TypeError, /does not match its schema/],
+      [() => schedule(pool, ship, { orderId: 'x', extra: { toJSON: () => 'a\ud800' } } as never), TypeError, /cannot store/],
+      // The contract's date-time: real calendar dates, a leap second only at 23:59:60 UTC.
+      [() => schedule(pool, ship, { orderId: 'x' }, { startAt: '2024-02-30T00:00:00Z' }), RangeError, /not an instant/],
+      [() => schedule(pool, ship, { orderId: 'x' }, { startAt: '2024-01-01T12:00:60Z' }), RangeError, /not an instant/],
     ];
     for (const [call, type, message] of cases) {
       const err = await call().catch((e: unknown) => e);

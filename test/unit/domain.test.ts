@@ -1,4 +1,5 @@
 import { parseDuration } from '../../src/domain/duration';
+import { toInstant } from '../../src/domain/instant';
 import { toStorableJson } from '../../src/domain/json';
 import { computeRetryDelay, hasAttemptsLeft, resolveRetryPolicy } from '../../src/domain/retry';
 import { canTransition, isCancellable, isTerminal } from '../../src/domain/status';
@@ -68,6 +69,24 @@ describe('storable JSON', () => {
     cyclic.self = cyclic;
     expect(() => toStorableJson(cyclic, 'v')).toThrow(/not JSON-serializable/);
     expect(() => toStorableJson('a\u0000b', 'v')).toThrow(/NUL/);
+    // A literal backslash before "u0000" is text, not a NUL; a NUL after an escaped backslash is one.
+    expect(toStorableJson('C:\\u0000dir', 'v')).toBe('"C:\\\\u0000dir"');
+    expect(() => toStorableJson('\\\u0000', 'v')).toThrow(/NUL/);
+    expect(() => toStorableJson({ ['k\u0000']: 1 }, 'v')).toThrow(/NUL/);
+  });
+});
+
+describe('instants given in code', () => {
+  test('take what the contract\'s date-time takes, and valid Dates in the years 0001-9999', () => {
+    expect(toInstant('2024-10-30T19:00:00+01:00')?.toISOString()).toBe('2024-10-30T18:00:00.000Z');
+    expect(toInstant('2016-12-31T23:59:60Z')?.toISOString()).toBe('2017-01-01T00:00:00.000Z');
+    const d = new Date('2030-01-01T00:00:00Z');
+    expect(toInstant(d)).toBe(d);
+    for (const bad of ['2024-02-30T00:00:00Z', '2024-01-01T24:00:00Z', '2024-01-01T12:00:60Z', '2024-01-01T10:00:00', '2024-01-01', 'tomorrow', '']) {
+      expect(toInstant(bad)).toBeUndefined();
+    }
+    expect(toInstant(new Date(NaN))).toBeUndefined();
+    expect(toInstant(new Date(Date.UTC(10000, 0, 1)))).toBeUndefined();
   });
 });
 
