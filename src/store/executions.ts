@@ -132,8 +132,8 @@ const INSERT_AT_SQL = `INSERT INTO stepwise.executions (id, task, status, data, 
 
 /**
  * One execution, with or without a start time ($5, NULL for at once): INSERT_AT_SQL's rows and
- * notification, in a statement that an unnamed (unprepared) call plans in a fraction of the time the
- * unnest takes (about 0.3 ms of schedule() → handler start).
+ * notification, in a statement that an unnamed (unprepared) call parses and plans faster than the
+ * unnest: 0.37 against 0.47 ms a call back to back on this machine's PostgreSQL (medians of 400).
  */
 const ONE_ROW_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, created_at, due_at)
      VALUES ($1, $2, 'pending', $3::jsonb, $4, $5::timestamptz, statement_timestamp(), greatest(statement_timestamp(), $5::timestamptz))
