@@ -15,7 +15,7 @@ export { NonRetryableError, EventTimeoutError, ChildExecutionError, ChildTimeout
 export type { Duration } from './domain/duration';
 export type { CronTrigger } from './domain/cron';
 export type { RetryPolicy } from './domain/retry';
-export { schedule, IdempotencyKeyConflictError } from './engine/schedule';
+export { schedule, IdempotencyKeyConflictError, TaskNotRegisteredError } from './engine/schedule';
 export type { Queryable, ScheduleOptions, Scheduled } from './engine/schedule';
 export { Worker } from './engine/worker';
 export type { WorkerOptions, WorkerObserver } from './engine/worker';

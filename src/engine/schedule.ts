@@ -6,9 +6,9 @@ import { compileJsonSchema, describeSchemaErrors } from '../domain/json-schema';
 import { toStorableJson } from '../domain/json';
 import type { ExecutionStatus } from '../domain/status';
 import { CHILD_KEY_PREFIX } from '../store/children';
-import { insertExecutionsOn, type Queryable } from '../store/executions';
+import { insertExecutionsWith, onCallerConnection, type Queryable } from '../store/executions';
 import { CRON_KEY_PREFIX } from './cron';
-import { isTaskDefinition, type TaskDefinition } from './task';
+import { isTaskDefinition, TASK_NAME, type TaskDefinition } from './task';
 
 export type { Queryable };
 
@@ -42,14 +42,32 @@ export class IdempotencyKeyConflictError extends Error {
   }
 }
 
-const RESERVED_KEY_PREFIXES = [CRON_KEY_PREFIX, CHILD_KEY_PREFIX];
-const validators = new WeakMap<TSchema, ValidateFunction>();
+/** schedule() was given the name of a task that no worker has registered. */
+export class TaskNotRegisteredError extends Error {
+  override name = 'TaskNotRegisteredError';
+  constructor(readonly task: string) {
+    super(`task "${task}" is not registered: no worker serving it has started against this database`);
+  }
+}
 
-function validatorFor(schema: TSchema): ValidateFunction {
-  let validate = validators.get(schema);
+const RESERVED_KEY_PREFIXES = [CRON_KEY_PREFIX, CHILD_KEY_PREFIX];
+/** Compiled once per schema: a definition's by identity, a registered one's by its JSON text. */
+const definedValidators = new WeakMap<object, ValidateFunction>();
+const registeredValidators = new Map<string, ValidateFunction>();
+const MAX_REGISTERED_VALIDATORS = 1000;
+
+function validatorFor(schema: object, registered = false): ValidateFunction {
+  if (!registered) {
+    let validate = definedValidators.get(schema);
+    if (!validate) definedValidators.set(schema, (validate = compileJsonSchema(schema)));
+    return validate;
+  }
+  const text = JSON.stringify(schema);
+  let validate = registeredValidators.get(text);
   if (!validate) {
-    validate = compileJsonSchema(schema);
-    validators.set(schema, validate);
+    // The oldest goes first: a process scheduling many tasks whose schemas change keeps a bounded set.
+    if (registeredValidators.size >= MAX_REGISTERED_VALIDATORS) registeredValidators.delete(registeredValidators.keys().next().value as string);
+    registeredValidators.set(text, (validate = compileJsonSchema(schema)));
   }
   return validate;
 }
@@ -60,25 +78,39 @@ function validatorFor(schema: TSchema): ValidateFunction {
  * worker hears of it) only if that transaction commits, so it can never be lost or started for writes
  * that rolled back. Checks what the API checks: `data` against the task's schema, the key, the start
  * time; a bad input throws TypeError or RangeError before anything is written. No API server is
- * involved, and no worker need be running: the execution waits, pending, for one that serves the task.
+ * involved, and no worker need be running.
+ *
+ * Given the task's definition, `data` is typed and checked against its schema, and the task need not
+ * be registered yet: the execution waits, pending, for a worker that serves it. Given a task's name,
+ * the task must be registered (a worker serving it has started once), as the API requires, and `data`
+ * is checked against the schema recorded then, read in the same transaction; an unknown task throws
+ * TaskNotRegisteredError.
  */
 export async function schedule<D extends TSchema, E extends Record<string, TSchema>, R>(
   db: Queryable,
   task: TaskDefinition<D, E, R>,
   data: Static<D>,
-  options: ScheduleOptions = {},
-): Promise<Scheduled> {
-  if (!isTaskDefinition(task)) throw new TypeError('schedule: the task must be a defineTask() result');
-  const what = `the data of an execution of task "${task.name}"`;
+  options?: ScheduleOptions,
+): Promise<Scheduled>;
+export async function schedule(db: Queryable, task: string, data?: unknown, options?: ScheduleOptions): Promise<Scheduled>;
+export async function schedule(db: Queryable, task: TaskDefinition | string, data?: unknown, options: ScheduleOptions = {}): Promise<Scheduled> {
+  const byName = typeof task === 'string';
+  if (byName ? !TASK_NAME.test(task) : !isTaskDefinition(task)) {
+    throw new TypeError(`schedule: the task must be a defineTask() result or a task name (1-255 letters, digits or ._:- characters), not ${JSON.stringify(task)}`);
+  }
+  const name = byName ? task : task.name;
+  const what = `the data of an execution of task "${name}"`;
   // Checked as it will be stored: what JSON.stringify makes of it (NaN becomes null, toJSON() runs).
   const json = toStorableJson(data === undefined ? null : data, what) as string;
   const stored: unknown = JSON.parse(json);
   const unstorable = findUnstorableText(stored);
   if (unstorable !== undefined) throw new TypeError(`${what} holds text PostgreSQL cannot store (an unpaired surrogate) at ${unstorable || '/'}`);
-  if (task.data) {
-    const validate = validatorFor(task.data);
+  const checkData = (schema: object | null | undefined, registered = false) => {
+    if (!schema) return;
+    const validate = validatorFor(schema, registered);
     if (!validate(stored)) throw new TypeError(`${what} does not match its schema: ${describeSchemaErrors(validate.errors)}`);
-  }
+  };
+  if (!byName) checkData(task.data);
   const key = options.idempotencyKey;
   if (key !== undefined) {
     // Counted in characters (code points), as the contract's maxLength is.
@@ -92,8 +124,15 @@ export async function schedule<D extends TSchema, E extends Record<string, TSche
     startAt = toInstant(options.startAt);
     if (!startAt) throw new RangeError(`schedule: startAt ${String(options.startAt)} is not an instant (a Date, or ISO 8601 text with a time zone, in the years 0001-9999)`);
   }
-  const [result] = await insertExecutionsOn(db, [{ task: task.name, data: stored, idempotencyKey: key, startAt }]);
-  if (!result.created && result.execution.task !== task.name) throw new IdempotencyKeyConflictError(key ?? '', result.execution.task);
+  const [result] = await onCallerConnection(db, async (run) => {
+    if (byName) {
+      const [registered] = await run<{ data_schema: object | null }>('', 'SELECT data_schema FROM stepwise.tasks WHERE name = $1', [name]);
+      if (!registered) throw new TaskNotRegisteredError(name);
+      checkData(registered.data_schema, true);
+    }
+    return insertExecutionsWith(run, [{ task: name, data: stored, idempotencyKey: key, startAt }]);
+  });
+  if (!result.created && result.execution.task !== name) throw new IdempotencyKeyConflictError(key ?? '', result.execution.task);
   const { execution } = result;
   return { executionId: execution.id, task: execution.task, status: execution.status, createdAt: execution.createdAt, created: result.created };
 }

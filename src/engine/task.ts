@@ -97,7 +97,7 @@ export interface TaskDefinition<D extends TSchema = TSchema, E extends Record<st
   readonly [TASK_BRAND]: true;
 }
 
-const TASK_NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$/;
+export const TASK_NAME = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$/;
 
 /** Declares a task. The static types of `data` and of each event payload come from the schemas. */
 export function defineTask<D extends TSchema = TUnknown, E extends Record<string, TSchema> = Record<never, TSchema>, R = unknown>(

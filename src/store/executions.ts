@@ -66,22 +66,29 @@ function isKnex(q: Queryable): q is Knex {
 }
 
 /**
- * insertExecutions on the caller's connection or transaction (see Queryable), so an execution can be
- * scheduled in the same commit as the caller's own writes: it exists, and wakes a worker, only if that
- * commit happens. In a REPEATABLE READ or SERIALIZABLE transaction, a key taken by a transaction that
- * committed after this one began is a serialization failure, which the caller retries as any other.
+ * Runs `fn` with statements on the caller's connection or transaction (see Queryable), so that what
+ * it writes commits with the caller's own writes, or not at all. Statements are unnamed, and go
+ * straight to knex's pg connection (a transaction's own, or one from its pool), so that the instance's
+ * postProcessResponse or wrapIdentifier hooks never see their results.
  */
-export async function insertExecutionsOn(q: Queryable, items: readonly NewExecution[]): Promise<ScheduleResult[]> {
-  if (!isKnex(q)) return insertWith(unnamedOn(q), items);
-  // Straight on knex's pg connection (a transaction's own, or one from the pool), so that the
-  // instance's postProcessResponse or wrapIdentifier hooks never see these statements' results.
+export async function onCallerConnection<T>(q: Queryable, fn: (run: Runner) => Promise<T>): Promise<T> {
+  if (!isKnex(q)) return fn(unnamedOn(q));
   const client = q.client as unknown as { acquireConnection(): Promise<pg.ClientBase>; releaseConnection(c: pg.ClientBase): Promise<void> };
   const connection = await client.acquireConnection();
   try {
-    return await insertWith(unnamedOn(connection), items);
+    return await fn(unnamedOn(connection));
   } finally {
     await client.releaseConnection(connection);
   }
+}
+
+/**
+ * insertExecutions through a runner of onCallerConnection: in a REPEATABLE READ or SERIALIZABLE
+ * transaction, a key taken by a transaction that committed after this one began is a serialization
+ * failure, which the caller retries as any other.
+ */
+export function insertExecutionsWith(run: Runner, items: readonly NewExecution[]): Promise<ScheduleResult[]> {
+  return insertWith(run, items);
 }
 
 /**
@@ -97,7 +104,7 @@ function unnamedOn(q: { query(config: { text: string; values: unknown[] }): Prom
  * Runs one statement (as a named prepared statement, on Stepwise's own pool) and returns its rows.
  * `unprepared`: every statement is parsed and planned anew, so one row takes ONE_ROW_SQL instead.
  */
-type Runner = (<T>(name: string, text: string, values: readonly unknown[]) => Promise<T[]>) & { unprepared?: boolean };
+export type Runner = (<T>(name: string, text: string, values: readonly unknown[]) => Promise<T[]>) & { unprepared?: boolean };
 
 async function insertWith(run: Runner, items: readonly NewExecution[]): Promise<ScheduleResult[]> {
   const results = await insertOnce(run, items);

@@ -2,8 +2,10 @@
 // (node-postgres or knex), committed or rolled back with the caller's writes.
 import knex from 'knex';
 import pg from 'pg';
-import { defineTask, IdempotencyKeyConflictError, schedule, Type } from '../../src/index';
+import { TaskRegistry } from '../../src/engine/registry';
+import { defineTask, IdempotencyKeyConflictError, schedule, TaskNotRegisteredError, Type } from '../../src/index';
 import { queryRows } from '../../src/store/db';
+import { upsertTasks } from '../../src/store/tasks';
 import { startTestApi, type TestApi } from '../helpers/api-server';
 import { uniqueTask } from '../helpers/simulated-worker';
 import { startWorker } from '../helpers/worker';
@@ -171,6 +173,25 @@ describe('schedule() in the caller’s transaction', () => {
     const [row] = await queryRows<{ start_at: Date; due_at: Date }>(api.db, 'SELECT start_at, due_at FROM stepwise.executions WHERE id = ?', [scheduled.executionId]);
     expect(row.start_at.getTime()).toBe(startAt.getTime());
     expect(row.due_at.getTime()).toBe(startAt.getTime());
+  });
+
+  test('by name: the task must be registered, and data is checked against the schema recorded then', async () => {
+    const billed = defineTask({ name: uniqueTask('billed'), data: Type.Object({ cents: Type.Integer({ minimum: 1 }) }), async run() {} });
+    const unknown = await schedule(pool, billed.name, { cents: 5 }).catch((e: unknown) => e);
+    expect(unknown).toBeInstanceOf(TaskNotRegisteredError);
+    expect(unknown).toMatchObject({ task: billed.name, message: expect.stringContaining('is not registered') });
+    // What a worker serving the task records when it starts.
+    await upsertTasks(api.db, new TaskRegistry([billed] as never).toRegistrations());
+    const bad = await schedule(pool, billed.name, { cents: 0 }).catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(TypeError);
+    expect((bad as Error).message).toMatch(/does not match its schema: .*cents/);
+    expect(await executionsOf(billed.name)).toEqual([]);
+    const scheduled = await api.db.transaction((trx) => schedule(trx, billed.name, { cents: 5 }, { idempotencyKey: 'bill-1' }));
+    expect(scheduled).toMatchObject({ task: billed.name, status: 'pending', created: true });
+    expect(await executionsOf(billed.name)).toEqual([{ id: scheduled.executionId, data: { cents: 5 }, status: 'pending' }]);
+    for (const name of ['', 'no spaces', 'x'.repeat(256)]) {
+      await expect(schedule(pool, name, null)).rejects.toThrow(/task name/);
+    }
   });
 
   test('takes what the API takes: text with a literal backslash-u0000, a key of 255 characters beyond the BMP', async () => {
