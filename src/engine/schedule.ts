@@ -42,7 +42,10 @@ export class IdempotencyKeyConflictError extends Error {
   }
 }
 
-/** schedule() was given the name of a task that no worker has registered. */
+/**
+ * schedule() was given the name of a task that no worker has registered. (The API has an error of
+ * the same name for its 422 answer, in src/errors.ts; this one is the SDK's, exported from 'stepwise'.)
+ */
 export class TaskNotRegisteredError extends Error {
   override name = 'TaskNotRegisteredError';
   constructor(readonly task: string) {
@@ -56,18 +59,29 @@ const definedValidators = new WeakMap<object, ValidateFunction>();
 const registeredValidators = new Map<string, ValidateFunction>();
 const MAX_REGISTERED_VALIDATORS = 1000;
 
-function validatorFor(schema: object, registered = false): ValidateFunction {
-  if (!registered) {
-    let validate = definedValidators.get(schema);
-    if (!validate) definedValidators.set(schema, (validate = compileJsonSchema(schema)));
-    return validate;
+/** Compiles a schema; one that does not compile is the task's fault, reported as a TypeError naming it. */
+function compileFor(task: string, schema: unknown): ValidateFunction {
+  try {
+    return compileJsonSchema(schema as object);
+  } catch (err) {
+    throw new TypeError(`the data schema of task "${task}" does not compile: ${(err as Error).message}`);
   }
-  const text = JSON.stringify(schema);
+}
+
+function definedValidator(task: string, schema: object): ValidateFunction {
+  let validate = definedValidators.get(schema);
+  if (!validate) definedValidators.set(schema, (validate = compileFor(task, schema)));
+  return validate;
+}
+
+/** By the schema's JSON text as PostgreSQL prints it, so the caller's type parsers play no part. */
+function registeredValidator(task: string, text: string): ValidateFunction {
   let validate = registeredValidators.get(text);
   if (!validate) {
+    validate = compileFor(task, JSON.parse(text));
     // The oldest goes first: a process scheduling many tasks whose schemas change keeps a bounded set.
     if (registeredValidators.size >= MAX_REGISTERED_VALIDATORS) registeredValidators.delete(registeredValidators.keys().next().value as string);
-    registeredValidators.set(text, (validate = compileJsonSchema(schema)));
+    registeredValidators.set(text, validate);
   }
   return validate;
 }
@@ -96,7 +110,8 @@ export async function schedule(db: Queryable, task: string, data?: unknown, opti
 export async function schedule(db: Queryable, task: TaskDefinition | string, data?: unknown, options: ScheduleOptions = {}): Promise<Scheduled> {
   const byName = typeof task === 'string';
   if (byName ? !TASK_NAME.test(task) : !isTaskDefinition(task)) {
-    throw new TypeError(`schedule: the task must be a defineTask() result or a task name (1-255 letters, digits or ._:- characters), not ${JSON.stringify(task)}`);
+    const given = typeof task === 'string' ? JSON.stringify(task.slice(0, 255)) : task === null ? 'null' : `a ${typeof task}`;
+    throw new TypeError(`schedule: the task must be a defineTask() result or a task name (1-255 letters, digits or ._:- characters), not ${given}`);
   }
   const name = byName ? task : task.name;
   const what = `the data of an execution of task "${name}"`;
@@ -105,12 +120,10 @@ export async function schedule(db: Queryable, task: TaskDefinition | string, dat
   const stored: unknown = JSON.parse(json);
   const unstorable = findUnstorableText(stored);
   if (unstorable !== undefined) throw new TypeError(`${what} holds text PostgreSQL cannot store (an unpaired surrogate) at ${unstorable || '/'}`);
-  const checkData = (schema: object | null | undefined, registered = false) => {
-    if (!schema) return;
-    const validate = validatorFor(schema, registered);
-    if (!validate(stored)) throw new TypeError(`${what} does not match its schema: ${describeSchemaErrors(validate.errors)}`);
+  const checkData = (validate: ValidateFunction | undefined) => {
+    if (validate && !validate(stored)) throw new TypeError(`${what} does not match its schema: ${describeSchemaErrors(validate.errors)}`);
   };
-  if (!byName) checkData(task.data);
+  if (!byName && task.data !== undefined) checkData(definedValidator(name, task.data));
   const key = options.idempotencyKey;
   if (key !== undefined) {
     // Counted in characters (code points), as the contract's maxLength is.
@@ -126,9 +139,10 @@ export async function schedule(db: Queryable, task: TaskDefinition | string, dat
   }
   const [result] = await onCallerConnection(db, async (run) => {
     if (byName) {
-      const [registered] = await run<{ data_schema: object | null }>('', 'SELECT data_schema FROM stepwise.tasks WHERE name = $1', [name]);
+      const [registered] = await run<{ schema: string | null }>('', 'SELECT data_schema::text AS schema FROM stepwise.tasks WHERE name = $1', [name]);
       if (!registered) throw new TaskNotRegisteredError(name);
-      checkData(registered.data_schema, true);
+      // NULL (or JSON null) is a task without a schema; any other value, even `false`, is one, as for the API.
+      if (registered.schema !== null && registered.schema !== 'null') checkData(registeredValidator(name, registered.schema));
     }
     return insertExecutionsWith(run, [{ task: name, data: stored, idempotencyKey: key, startAt }]);
   });

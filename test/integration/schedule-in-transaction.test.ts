@@ -194,6 +194,28 @@ describe('schedule() in the caller’s transaction', () => {
     }
   });
 
+  test('by name: the recorded schema is read as text, whatever the caller’s type parsers, and judged as the API judges it', async () => {
+    const named = uniqueTask('recorded');
+    await api.db.raw(`INSERT INTO stepwise.tasks (name, data_schema) VALUES (?, '{"type":"object","required":["id"]}')`, [named]);
+    // A caller that keeps jsonb as text.
+    const raw = new pg.Pool({ connectionString: api.t.url, max: 1, types: { getTypeParser: (oid: number, format?: string) => (oid === 3802 ? (v: string) => v : pg.types.getTypeParser(oid, format as never)) } as never });
+    try {
+      await expect(schedule(raw, named, {})).rejects.toThrow(/does not match its schema/);
+      expect((await schedule(raw, named, { id: 1 })).created).toBe(true);
+    } finally {
+      await raw.end();
+    }
+    // A `false` schema refuses everything; one that does not compile names the task.
+    await api.db.raw(`UPDATE stepwise.tasks SET data_schema = 'false' WHERE name = ?`, [named]);
+    await expect(schedule(pool, named, { id: 1 })).rejects.toThrow(/does not match its schema/);
+    await api.db.raw(`UPDATE stepwise.tasks SET data_schema = '{"type":"nonsense"}' WHERE name = ?`, [named]);
+    const err = await schedule(pool, named, { id: 1 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TypeError);
+    expect((err as Error).message).toContain(`the data schema of task "${named}" does not compile`);
+    await api.db.raw(`UPDATE stepwise.tasks SET data_schema = NULL WHERE name = ?`, [named]);
+    expect((await schedule(pool, named, 'anything')).created).toBe(true);
+  });
+
   test('takes what the API takes: text with a literal backslash-u0000, a key of 255 characters beyond the BMP', async () => {
     const a = await schedule(pool, ship, { orderId: 'C:\\u0000dir' });
     const key = '😀'.repeat(255);
