@@ -1,20 +1,13 @@
 import type Router from '@koa/router';
 import { parseInstant } from '../domain/instant';
-import { CRON_KEY_PREFIX } from '../engine/cron';
+import { reservedKeyPrefix } from '../domain/keys';
 import { ExecutionAlreadyExistsError, ExecutionNotCancellableError, ExecutionNotFoundError, InvalidDataError } from '../errors';
-import { CHILD_KEY_PREFIX } from '../store/children';
 import { cancelExecution, getExecution, listExecutions } from '../store/executions';
 import { loadSteps } from '../store/steps';
 import type { ApiDeps } from './deps';
 import { toExecution, toExecutionSummary, toScheduledExecution, toStep } from './representations';
 import type { ApiState } from './state';
 import { addOperation } from './typed';
-
-/** Idempotency key prefixes the engine uses for executions it starts itself, and who uses them. */
-const RESERVED_KEY_PREFIXES = [
-  [CRON_KEY_PREFIX, 'cron schedules'],
-  [CHILD_KEY_PREFIX, 'child executions'],
-] as const;
 
 /** Schedule, read, list, cancel and the steps of executions. */
 export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): void {
@@ -23,10 +16,9 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
   addOperation(router, deps.routes, 'scheduleExecution', async ({ body }) => {
     // The body's shape was checked by validation; now the task, then its data (the contract's order).
     const startAt = body.start_at === undefined ? undefined : parseInstant(body.start_at);
-    for (const [prefix, owner] of RESERVED_KEY_PREFIXES) {
-      if (body.idempotency_key?.startsWith(prefix)) {
-        throw new InvalidDataError('request body is invalid', [{ path: 'body/idempotency_key', message: `must not start with "${prefix}", which ${owner} use` }]);
-      }
+    const reserved = body.idempotency_key === undefined ? undefined : reservedKeyPrefix(body.idempotency_key);
+    if (reserved) {
+      throw new InvalidDataError('request body is invalid', [{ path: 'body/idempotency_key', message: `must not start with "${reserved.prefix}", which ${reserved.owner} use` }]);
     }
     if (body.start_at !== undefined && startAt === undefined) {
       throw new InvalidDataError('request body is invalid', [{ path: 'body/start_at', message: 'must be an instant in the years 0001 to 9999 (UTC)' }]);

@@ -2,7 +2,7 @@ import bodyParser from 'koa-bodyparser';
 import type { Middleware } from 'koa';
 import { InvalidDataError, InvalidJsonError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../errors';
 import type { ApiState } from './state';
-import { findUnstorableText } from './storable-text';
+import { findUnstorableText } from '../domain/storable-text';
 
 const JSON_TYPES = ['application/json', '+json'];
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i;

@@ -1,6 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import type { ValidateFunction } from 'ajv';
-import { compileJsonSchema } from '../domain/json-schema';
+import { SchemaValidators } from '../domain/json-schema';
 import { InvalidDataError, TaskNotRegisteredError } from '../errors';
 import { CHANNEL_TASKS } from '../store/channels';
 import type { Db } from '../store/db';
@@ -45,13 +45,12 @@ export class TaskSchemaCache {
   private readonly tasks = new Map<string, CacheEntry>();
   /** Reads in progress, so a burst of requests for one task on a cold cache costs one query. */
   private readonly loading = new Map<string, Promise<TaskValidators>>();
-  private readonly validators = new Map<string, ValidateFunction>();
+  private readonly validators: SchemaValidators;
   /** Bumped by every invalidation: a read that started before one must not cache what it read. */
   private generation = 0;
   private feed: RegistrationFeed | undefined;
   private readonly ttlMs: number;
   private readonly listeningTtlMs: number;
-  private readonly maxValidators: number;
   private readonly now: () => number;
 
   constructor(
@@ -60,7 +59,7 @@ export class TaskSchemaCache {
   ) {
     this.ttlMs = options.ttlMs ?? 3000;
     this.listeningTtlMs = options.listeningTtlMs ?? 300_000;
-    this.maxValidators = options.maxValidators ?? 1000;
+    this.validators = new SchemaValidators(options.maxValidators ?? 1000);
     this.now = options.now ?? Date.now;
   }
 
@@ -158,13 +157,7 @@ export class TaskSchemaCache {
 
   private compile(schema: unknown): ValidateFunction | undefined {
     if (schema === null || schema === undefined) return undefined;
-    const key = JSON.stringify(schema);
-    let validate = this.validators.get(key);
-    if (!validate) {
-      validate = compileJsonSchema(schema as object);
-      if (this.validators.size >= this.maxValidators) this.validators.delete(this.validators.keys().next().value as string);
-      this.validators.set(key, validate);
-    }
-    return validate;
+    return this.validators.get(JSON.stringify(schema), () => schema);
   }
+
 }

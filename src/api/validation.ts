@@ -4,7 +4,7 @@ import { isExecutionId } from '../domain/ids';
 import { ExecutionNotFoundError, InvalidDataError, type ErrorDetail } from '../errors';
 import type { SpecOperation } from './spec';
 import type { ApiState } from './state';
-import { isStorableText } from './storable-text';
+import { isStorableText } from '../domain/storable-text';
 
 const MAX_DETAILS = 20;
 

@@ -16,3 +16,25 @@ export function compileJsonSchema(schema: object): ValidateFunction {
 export function describeSchemaErrors(errors: readonly ErrorObject[] | null | undefined): string {
   return (errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}`).join('; ');
 }
+
+/**
+ * Compiled validators by the schema's JSON text, so that re-reading an unchanged schema compiles
+ * nothing; at most `max` are kept, the oldest dropped first. A schema that fails to compile throws
+ * and drops nothing.
+ */
+export class SchemaValidators {
+  private readonly byText = new Map<string, ValidateFunction>();
+
+  constructor(private readonly max = 1000) {}
+
+  /** The validator of the schema whose JSON is `text`; `schema` is that schema, parsed from it by default. */
+  get(text: string, schema: () => unknown = () => JSON.parse(text)): ValidateFunction {
+    let validate = this.byText.get(text);
+    if (!validate) {
+      validate = compileJsonSchema(schema() as object);
+      if (this.byText.size >= this.max) this.byText.delete(this.byText.keys().next().value as string);
+      this.byText.set(text, validate);
+    }
+    return validate;
+  }
+}

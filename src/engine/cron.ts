@@ -1,4 +1,5 @@
 import { nextFireAfter, type CronSchedule } from '../domain/cron';
+import { CRON_KEY_PREFIX } from '../domain/keys';
 import type { Db } from '../store/db';
 import { insertExecutions } from '../store/executions';
 import type { Logger } from '../logger';
@@ -8,7 +9,6 @@ import { retryWhileUnavailable } from './db-retry';
 const MAX_TIMER_MS = 60_000;
 
 /** Idempotency keys with this prefix are the cron schedules' own: clients may not use them. */
-export const CRON_KEY_PREFIX = 'cron:';
 
 /** The idempotency key of the execution a fire time starts: the same in every worker. */
 export function cronKey(task: string, fireAt: Date): string {

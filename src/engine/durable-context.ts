@@ -1,6 +1,6 @@
 import type { TSchema } from '@sinclair/typebox';
 import { parseDuration, type Duration } from '../domain/duration';
-import { toStorableJson } from '../domain/json';
+import { toStorableJson, toStoredValue } from '../domain/json';
 import type { Logger } from '../logger';
 import type { Db } from '../store/db';
 import { setCurrentStep, type Lease } from '../store/leases';
@@ -165,9 +165,10 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
       if (!startAt) throw new RangeError(`child ${JSON.stringify(key)}: startAt ${String(options.startAt)} is not an instant`);
     }
     const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, `invoke ${JSON.stringify(key)} timeout`);
-    const stored = data === undefined ? null : data;
+    // Checked, against the schema too, as it will be stored (see toStoredValue).
+    let stored: unknown;
     try {
-      toStorableJson(stored, `the data of child ${JSON.stringify(key)}`);
+      stored = toStoredValue(data, `the data of child ${JSON.stringify(key)}`);
     } catch (err) {
       throw new NonRetryableError((err as Error).message);
     }

@@ -1,13 +1,12 @@
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { ValidateFunction } from 'ajv';
-import { findUnstorableText } from '../api/storable-text';
+import { findUnstorableText } from '../domain/storable-text';
 import { toInstant } from '../domain/instant';
-import { compileJsonSchema, describeSchemaErrors } from '../domain/json-schema';
-import { toStorableJson } from '../domain/json';
+import { reservedKeyPrefix } from '../domain/keys';
+import { compileJsonSchema, describeSchemaErrors, SchemaValidators } from '../domain/json-schema';
+import { toStoredValue } from '../domain/json';
 import type { ExecutionStatus } from '../domain/status';
-import { CHILD_KEY_PREFIX } from '../store/children';
 import { insertExecutionsWith, onCallerConnection, type Queryable } from '../store/executions';
-import { CRON_KEY_PREFIX } from './cron';
 import { isTaskDefinition, TASK_NAME, type TaskDefinition } from './task';
 
 export type { Queryable };
@@ -53,16 +52,14 @@ export class TaskNotRegisteredError extends Error {
   }
 }
 
-const RESERVED_KEY_PREFIXES = [CRON_KEY_PREFIX, CHILD_KEY_PREFIX];
 /** Compiled once per schema: a definition's by identity, a registered one's by its JSON text. */
 const definedValidators = new WeakMap<object, ValidateFunction>();
-const registeredValidators = new Map<string, ValidateFunction>();
-const MAX_REGISTERED_VALIDATORS = 1000;
+const registeredValidators = new SchemaValidators(1000);
 
-/** Compiles a schema; one that does not compile is the task's fault, reported as a TypeError naming it. */
-function compileFor(task: string, schema: unknown): ValidateFunction {
+/** A schema that does not compile is the task's fault, reported as a TypeError naming it. */
+function compiledFor<T>(task: string, compile: () => T): T {
   try {
-    return compileJsonSchema(schema as object);
+    return compile();
   } catch (err) {
     throw new TypeError(`the data schema of task "${task}" does not compile: ${(err as Error).message}`);
   }
@@ -70,20 +67,13 @@ function compileFor(task: string, schema: unknown): ValidateFunction {
 
 function definedValidator(task: string, schema: object): ValidateFunction {
   let validate = definedValidators.get(schema);
-  if (!validate) definedValidators.set(schema, (validate = compileFor(task, schema)));
+  if (!validate) definedValidators.set(schema, (validate = compiledFor(task, () => compileJsonSchema(schema))));
   return validate;
 }
 
 /** By the schema's JSON text as PostgreSQL prints it, so the caller's type parsers play no part. */
 function registeredValidator(task: string, text: string): ValidateFunction {
-  let validate = registeredValidators.get(text);
-  if (!validate) {
-    validate = compileFor(task, JSON.parse(text));
-    // The oldest goes first: a process scheduling many tasks whose schemas change keeps a bounded set.
-    if (registeredValidators.size >= MAX_REGISTERED_VALIDATORS) registeredValidators.delete(registeredValidators.keys().next().value as string);
-    registeredValidators.set(text, validate);
-  }
-  return validate;
+  return compiledFor(task, () => registeredValidators.get(text));
 }
 
 /**
@@ -116,10 +106,7 @@ export async function schedule(db: Queryable, task: TaskDefinition | string, dat
   const name = byName ? task : task.name;
   const what = `the data of an execution of task "${name}"`;
   // Checked as it will be stored: what JSON.stringify makes of it (NaN becomes null, toJSON() runs).
-  const json = toStorableJson(data === undefined ? null : data, what) as string;
-  const stored: unknown = JSON.parse(json);
-  const unstorable = findUnstorableText(stored);
-  if (unstorable !== undefined) throw new TypeError(`${what} holds text PostgreSQL cannot store (an unpaired surrogate) at ${unstorable || '/'}`);
+  const stored = toStoredValue(data, what);
   const checkData = (validate: ValidateFunction | undefined) => {
     if (validate && !validate(stored)) throw new TypeError(`${what} does not match its schema: ${describeSchemaErrors(validate.errors)}`);
   };
@@ -128,8 +115,8 @@ export async function schedule(db: Queryable, task: TaskDefinition | string, dat
   if (key !== undefined) {
     // Counted in characters (code points), as the contract's maxLength is.
     if (typeof key !== 'string' || key.length === 0 || [...key].length > 255) throw new TypeError('schedule: idempotencyKey must be a string of 1 to 255 characters');
-    const reserved = RESERVED_KEY_PREFIXES.find((prefix) => key.startsWith(prefix));
-    if (reserved) throw new TypeError(`schedule: idempotencyKey must not start with "${reserved}", which Stepwise uses itself`);
+    const reserved = reservedKeyPrefix(key);
+    if (reserved) throw new TypeError(`schedule: idempotencyKey must not start with "${reserved.prefix}", which ${reserved.owner} use`);
     if (findUnstorableText(key) !== undefined) throw new TypeError('schedule: idempotencyKey holds text PostgreSQL cannot store');
   }
   let startAt: Date | undefined;

@@ -1,10 +1,10 @@
+import { CHILD_KEY_PREFIX } from '../domain/keys';
 import { CHANNEL_WORK } from './channels';
 import { preparedRows, withReadCommitted, type Db } from './db';
 import type { Lease } from './leases';
 import { toJsonb } from './rows';
 
 /** Idempotency keys of child executions start with this; clients may not use it. */
-export const CHILD_KEY_PREFIX = 'child:';
 
 /** The key of the child started at position `seq` of `parentId`: the same on every replay. */
 export const childKey = (parentId: string, seq: number): string => `${CHILD_KEY_PREFIX}${parentId}:${seq}`;

@@ -322,7 +322,11 @@ describe('ctx.invoke', () => {
     const badData = defineTask({ name: uniqueTask('bad-data'), retry: { maxAttempts: 3 }, async run(ctx) {
       return ctx.invoke('x', typed.name, { n: 'not a number' });
     } });
-    const worker = await startWorker(api.t, [typed, toUnknown, badData] as never);
+    // Infinity passes an integer schema as a JavaScript value, but is stored as null: judged as stored.
+    const infinite = defineTask({ name: uniqueTask('infinite'), retry: { maxAttempts: 3 }, async run(ctx) {
+      return ctx.invoke('x', typed, { n: Infinity });
+    } });
+    const worker = await startWorker(api.t, [typed, toUnknown, badData, infinite] as never);
     try {
       const a = await api.client.schedule(toUnknown.name, null);
       const failedA = await api.client.wait(a.execution_id, { deadlineMs: 15_000 });
@@ -333,6 +337,11 @@ describe('ctx.invoke', () => {
       expect(failedB.error?.message).toContain(`data for a child execution of task "${typed.name}" does not match its schema: /n must be integer`);
       expect(await childrenOf(a.execution_id)).toEqual([]);
       expect(await childrenOf(b.execution_id)).toEqual([]);
+      const c = await api.client.schedule(infinite.name, null);
+      const failedC = await api.client.wait(c.execution_id, { deadlineMs: 15_000 });
+      expect(failedC).toMatchObject({ status: 'failed', attempt: 1, error: { type: 'NonRetryableError' } });
+      expect(failedC.error?.message).toContain('/n must be integer');
+      expect(await childrenOf(c.execution_id)).toEqual([]);
     } finally {
       await worker.stop();
     }

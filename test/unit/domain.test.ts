@@ -1,6 +1,6 @@
 import { parseDuration } from '../../src/domain/duration';
 import { toInstant } from '../../src/domain/instant';
-import { toStorableJson } from '../../src/domain/json';
+import { toStorableJson, toStoredValue } from '../../src/domain/json';
 import { computeRetryDelay, hasAttemptsLeft, resolveRetryPolicy } from '../../src/domain/retry';
 import { canTransition, isCancellable, isTerminal } from '../../src/domain/status';
 import { isExecutionId, newExecutionId } from '../../src/domain/ids';
@@ -73,6 +73,17 @@ describe('storable JSON', () => {
     expect(toStorableJson('C:\\u0000dir', 'v')).toBe('"C:\\\\u0000dir"');
     expect(() => toStorableJson('\\\u0000', 'v')).toThrow(/NUL/);
     expect(() => toStorableJson({ ['k\u0000']: 1 }, 'v')).toThrow(/NUL/);
+    // Unpaired surrogates, in values and in keys; a pair is fine, and so is the text "\ud800".
+    expect(() => toStorableJson({ a: ['x\ud800'] }, 'v')).toThrow(/unpaired surrogate, .* at \/a\/0/);
+    expect(() => toStorableJson({ ['\udc00']: 1 }, 'v')).toThrow(/unpaired surrogate/);
+    expect(toStorableJson('😀', 'v')).toBe('"😀"');
+    expect(toStorableJson('\\ud800', 'v')).toBe('"\\\\ud800"');
+  });
+
+  test('a stored value is what JSON makes of it', () => {
+    expect(toStoredValue({ n: NaN, i: Infinity, u: undefined, d: new Date(0) }, 'v')).toEqual({ n: null, i: null, d: '1970-01-01T00:00:00.000Z' });
+    expect(toStoredValue(undefined, 'v')).toBeNull();
+    expect(() => toStoredValue({ s: { toJSON: () => 'a\ud800' } }, 'v')).toThrow(/unpaired surrogate/);
   });
 });
 
