@@ -6,7 +6,7 @@ import { defineTask, NonRetryableError, Type } from 'stepwise';
  *
  *   curl -X POST localhost:8080/api/v1/executions -H 'content-type: application/json' \
  *     -d '{"task":"order-approval","data":{"orderId":"A-1001","amountCents":4999}}'
- *   curl -X POST localhost:8080/api/v1/executions/<id>/events/approval -H 'content-type: application/json' \
+ *   curl -X POST localhost:8080/api/v1/events/<id>/approval -H 'content-type: application/json' \
  *     -d '{"approved":true,"approver":"dana"}'
  */
 export const orderApproval = defineTask({

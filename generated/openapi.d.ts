@@ -105,7 +105,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/v1/executions/{id}/events/{event_name}": {
+    "/api/v1/events/{id}/{event_name}": {
         parameters: {
             query?: never;
             header?: never;
@@ -292,8 +292,10 @@ export interface components {
         /** @description What to run. */
         ScheduleExecutionRequest: {
             task: components["schemas"]["TaskName"];
-            /** @description The task's input; any JSON value, checked against the task's schema. Omitted means null. */
-            data?: unknown;
+            /** @description The task's input, a JSON object, checked against the schema of the task's `data` (send `{}` for a task that takes none). */
+            data: {
+                [key: string]: unknown;
+            };
             /**
              * @description At most one execution exists per key; a repeat returns it instead of creating another. The key is free again once its execution, finished, is deleted after the retention period. Keys starting with `cron:` or `child:` are the cron schedules' and child executions' own, and answer 422.
              * @example order-ord_123-approval
@@ -379,7 +381,7 @@ export interface components {
         /** @description One page of executions. */
         ExecutionList: {
             /** @description The page's executions, in the requested order. */
-            items: components["schemas"]["ExecutionSummary"][];
+            executions: components["schemas"]["ExecutionSummary"][];
             /** @description How many executions match the filter, on all pages. */
             total: number;
             /** @description The page size applied (after clamping). */
@@ -409,10 +411,16 @@ export interface components {
         };
         /** @description The event was delivered. */
         EventDelivered: {
+            /**
+             * @description Always `delivered`.
+             * @enum {string}
+             */
+            status: "delivered";
             execution_id: components["schemas"]["ExecutionId"];
             /** @description The event that was delivered. */
             event_name: string;
-            status: components["schemas"]["ExecutionStatus"];
+            /** @description The execution's own status once the event is delivered (it resumes from there). */
+            execution_status: components["schemas"]["ExecutionStatus"];
         };
         /** @description One durable operation a handler recorded. */
         Step: {
@@ -820,7 +828,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "items": [
+                     *       "executions": [
                      *         {
                      *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10",
                      *           "task": "approve-order",
@@ -831,7 +839,7 @@ export interface operations {
                      *         }
                      *       ],
                      *       "total": 1,
-                     *       "limit": 20,
+                     *       "limit": 50,
                      *       "offset": 0
                      *     }
                      */
@@ -1194,9 +1202,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
+                     *       "status": "delivered",
                      *       "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10",
                      *       "event_name": "approval",
-                     *       "status": "waiting"
+                     *       "execution_status": "waiting"
                      *     }
                      */
                     "application/json": components["schemas"]["EventDelivered"];

@@ -126,7 +126,7 @@ async function latencies(env: NodeJS.ProcessEnv, samples = 200): Promise<ExtraRe
   const answer: number[] = [];
   try {
     for (let i = 0; i < samples; i++) {
-      const created = await httpJson(port, 'POST', '/api/v1/executions', { task: 'bench-wait' }, agent);
+      const created = await httpJson(port, 'POST', '/api/v1/executions', { task: 'bench-wait', data: {} }, agent);
       const id = (created.body as { execution_id: string }).execution_id;
       for (;;) {
         const e = await httpJson(port, 'GET', `/api/v1/executions/${id}`, undefined, agent);
@@ -140,7 +140,7 @@ async function latencies(env: NodeJS.ProcessEnv, samples = 200): Promise<ExtraRe
       });
       await new Promise((r) => setTimeout(r, 5)); // let the long-poll register
       const sent = performance.now();
-      await httpJson(port, 'POST', `/api/v1/executions/${id}/events/go`, null, agent);
+      await httpJson(port, 'POST', `/api/v1/events/${id}/go`, null, agent);
       const r = await poll;
       if (r.status !== 200) throw new Error(`long-poll answered ${r.status}`);
       resume.push((resumed.get(id) as number) - sent);

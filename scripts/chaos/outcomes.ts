@@ -3,12 +3,12 @@
 
 export type ChaosKind = 'steps' | 'delayed' | 'sleep' | 'event' | 'event-timeout' | 'flaky' | 'fail' | 'exhaust' | 'cancel' | 'slow' | 'limited' | 'fanout' | 'fanout-cancel';
 
-export interface ChaosData {
+export type ChaosData = {
   n: number;
   steps?: number;
   ms?: number;
   failTimes?: number;
-}
+};
 
 export interface PlannedExecution {
   index: number;

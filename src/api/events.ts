@@ -26,6 +26,6 @@ export function addEventRoutes(router: Router<ApiState>, deps: ApiDeps): void {
     if (task) taskSchemas.assertValidEvent(task, params.event_name, payload);
     const outcome = await deliverEvent(db, params.id, params.event_name, payload);
     if (outcome.kind === 'not_waiting') throw new NotWaitingForEventError(params.id, params.event_name);
-    return { status: 200, body: { execution_id: outcome.execution.id, event_name: params.event_name, status: outcome.execution.status } };
+    return { status: 200, body: { status: 'delivered' as const, execution_id: outcome.execution.id, event_name: params.event_name, execution_status: outcome.execution.status } };
   });
 }

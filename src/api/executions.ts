@@ -24,7 +24,7 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
       throw new InvalidDataError('request body is invalid', [{ path: 'body/start_at', message: 'must be an instant in the years 0001 to 9999 (UTC)' }]);
     }
     const task = await taskSchemas.getTask(body.task);
-    const data = body.data ?? null;
+    const data = body.data;
     taskSchemas.assertValidData(task, data);
     const result = await scheduler.submit({ task: body.task, data, idempotencyKey: body.idempotency_key, startAt });
     if (result.created) return { status: 201, body: toScheduledExecution(result.execution) };
@@ -43,7 +43,7 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
     const limit = query.limit as number;
     const offset = query.offset as number;
     const page = await listExecutions(db, { status: query.status, task: query.task, parentId: query.parent_execution_id, limit, offset, order: query.order ?? 'desc' });
-    return { status: 200, body: { items: page.items.map(toExecutionSummary), total: page.total, limit, offset } };
+    return { status: 200, body: { executions: page.items.map(toExecutionSummary), total: page.total, limit, offset } };
   });
 
   addOperation(router, deps.routes, 'cancelExecution', async ({ params }) => {

@@ -87,12 +87,12 @@ export function createStepwiseClient(options: StepwiseClientOptions) {
     raw,
 
     /**
-     * Schedules an execution of `task`; with an idempotency key, a repeat returns the same execution.
+     * Schedules an execution of `task` with `data` (a JSON object, `{}` when omitted); with an
+     * idempotency key, a repeat returns the same execution.
      * With `startAt`, it stays pending until then (a Date, or an ISO 8601 string with a time zone).
      */
-    async schedule(task: string, data?: unknown, opts: ScheduleOptions = {}): Promise<ScheduledExecution & { created: boolean }> {
-      const body: Schemas['ScheduleExecutionRequest'] = { task };
-      if (data !== undefined) body.data = data;
+    async schedule(task: string, data: Record<string, unknown> = {}, opts: ScheduleOptions = {}): Promise<ScheduledExecution & { created: boolean }> {
+      const body: Schemas['ScheduleExecutionRequest'] = { task, data };
       if (opts.idempotencyKey !== undefined) body.idempotency_key = opts.idempotencyKey;
       if (opts.startAt !== undefined) body.start_at = opts.startAt instanceof Date ? opts.startAt.toISOString() : opts.startAt;
       const { data: created, response } = await unwrap(raw.POST('/api/v1/executions', { body }));
@@ -142,7 +142,7 @@ export function createStepwiseClient(options: StepwiseClientOptions) {
     /** Delivers event `name` with `payload` (any JSON value) to an execution that waits for it. */
     async sendEvent(id: string, name: string, payload: unknown = null): Promise<EventDelivered> {
       return (
-        await unwrap(raw.POST('/api/v1/executions/{id}/events/{event_name}', { params: { path: { id, event_name: name } }, body: payload }))
+        await unwrap(raw.POST('/api/v1/events/{id}/{event_name}', { params: { path: { id, event_name: name } }, body: payload }))
       ).data;
     },
 

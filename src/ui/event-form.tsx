@@ -55,7 +55,7 @@ export function EventForm({ execution, task, onDelivered }: { execution: Executi
     try {
       const answer = await client.sendEvent(execution.execution_id, name, check.value);
       setDraft(undefined);
-      onDelivered(`Delivered “${answer.event_name}”; the execution is ${answer.status}.`);
+      onDelivered(`Delivered “${answer.event_name}”; the execution is ${answer.execution_status}.`);
     } catch (err) {
       setServerError(err);
     } finally {

@@ -168,7 +168,7 @@ export function ExecutionPage({ id }: { id: string }) {
       // Only an execution whose handler started children has any to list.
       const children = steps.some((s) => s.kind === 'child') ? await client.list({ parent_execution_id: id, order: 'asc', limit: CHILDREN_SHOWN }) : undefined;
       // A finished parent's children may still run: keep refreshing while any does.
-      setTerminal(TERMINAL.has(execution.status) && (children?.items ?? []).every((c) => TERMINAL.has(c.status)));
+      setTerminal(TERMINAL.has(execution.status) && (children?.executions ?? []).every((c) => TERMINAL.has(c.status)));
       return { execution, steps, children };
     },
     [client, id],
@@ -290,10 +290,10 @@ const CHILDREN_SHOWN = 100;
 function Children({ parentId, list, now }: { parentId: string; list: ExecutionList; now: number }) {
   return (
     <Section title={`Child executions (${list.total})`} testId="children-section">
-      <ExecutionsTable items={list.items} now={now} />
-      {list.total > list.items.length && (
+      <ExecutionsTable items={list.executions} now={now} />
+      {list.total > list.executions.length && (
         <p class="muted small">
-          The first {list.items.length} of {list.total}, oldest first:{' '}
+          The first {list.executions.length} of {list.total}, oldest first:{' '}
           <a data-testid="all-children" href={routeHref({ page: 'executions', filter: { parent: parentId, offset: 0, limit: 100 } })}>
             page through all of them
           </a>

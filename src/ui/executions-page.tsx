@@ -11,7 +11,7 @@ const REFRESH_MS = 2000;
 function Pager({ list, filter }: { list: ExecutionList; filter: ListFilter }) {
   const { navigate } = useApi();
   const first = list.total === 0 ? 0 : list.offset + 1;
-  const last = list.offset + list.items.length;
+  const last = list.offset + list.executions.length;
   const prev = Math.max(0, list.offset - list.limit);
   return (
     <div class="pager">
@@ -104,7 +104,7 @@ export function ExecutionsPage({ filter }: { filter: ListFilter }) {
       <ApiErrorBox error={list.error} />
       {!list.data && !list.error && <p class="muted">Loading…</p>}
       {list.data && (
-        <ExecutionsTable items={list.data.items} now={now} taskHref={(task) => routeHref(withFilter(filter, { task }))} testId="executions-table" />
+        <ExecutionsTable items={list.data.executions} now={now} taskHref={(task) => routeHref(withFilter(filter, { task }))} testId="executions-table" />
       )}
     </div>
   );

@@ -8,9 +8,19 @@ import { checkJson, sampleFromSchema, type JsonProblem } from './json-input';
 import { STATUSES, routeHref } from './routes';
 import { usePolling } from './use-polling';
 
+/** An execution's `data`: JSON that is an object (the contract's rule), then the task's schema. */
+function checkData(text: string, schema: unknown): { ok: true; value: Record<string, unknown> } | { ok: false; problems: JsonProblem[] } {
+  const check = checkJson(text, schema);
+  if (!check.ok) return check;
+  const value = check.value;
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return { ok: false, problems: [{ path: '', message: 'Data must be a JSON object ({} for none).' }] };
+  return { ok: true, value: value as Record<string, unknown> };
+}
+
 function ScheduleForm({ task }: { task: Task }) {
   const { client, navigate } = useApi();
-  const [text, setText] = useState(() => formatJson(sampleFromSchema(task.data_schema)));
+  // The API takes `data` as a JSON object; a task without a schema starts from `{}`.
+  const [text, setText] = useState(() => formatJson(sampleFromSchema(task.data_schema) ?? {}));
   const [key, setKey] = useState('');
   /** `YYYY-MM-DDTHH:mm` from a datetime-local input, in the browser's time zone; empty for "at once". */
   const [startAt, setStartAt] = useState('');
@@ -20,13 +30,13 @@ function ScheduleForm({ task }: { task: Task }) {
   useAuthPrompt(error);
   const edit = (value: string) => {
     setText(value);
-    const check = checkJson(value, task.data_schema);
+    const check = checkData(value, task.data_schema);
     setProblems(check.ok ? [] : check.problems);
   };
   const submit = async (e: Event) => {
     e.preventDefault();
     setError(undefined);
-    const check = checkJson(text, task.data_schema);
+    const check = checkData(text, task.data_schema);
     if (!check.ok) return setProblems(check.problems);
     setBusy(true);
     try {

@@ -22,7 +22,7 @@ describe('stepwise/client', () => {
     expect(scheduled).toMatchObject({ task, status: 'pending', created: true });
     expect((await api.client.schedule(task, { n: 1 }, { idempotencyKey: `c-${task}` })).created).toBe(false);
     expect((await api.client.get(scheduled.execution_id)).data).toEqual({ n: 1 });
-    expect((await api.client.list({ task })).items.map((e) => e.execution_id)).toEqual([scheduled.execution_id]);
+    expect((await api.client.list({ task })).executions.map((e) => e.execution_id)).toEqual([scheduled.execution_id]);
     expect(await api.client.listSteps(scheduled.execution_id)).toEqual([]);
     expect((await api.client.listTasks()).some((t) => t.name === task)).toBe(true);
     expect(await api.client.cancel(scheduled.execution_id)).toEqual({ execution_id: scheduled.execution_id, status: 'cancelled' });
@@ -87,7 +87,7 @@ describe('stepwise/client', () => {
 
   test('sendEvent delivers any JSON value, null by default', async () => {
     const e = await createExecutionIn(api.client, api.db, 'waiting');
-    expect(await api.client.sendEvent(e.id, 'approval')).toMatchObject({ execution_id: e.id, event_name: 'approval' });
+    expect(await api.client.sendEvent(e.id, 'approval')).toMatchObject({ status: 'delivered', execution_id: e.id, event_name: 'approval', execution_status: 'waiting' });
     expect((await api.client.listSteps(e.id))[0].result).toEqual({ payload: null });
   });
 

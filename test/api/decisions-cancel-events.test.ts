@@ -80,7 +80,7 @@ describe('id decisions', () => {
       api.call('GET', p),
       api.call('GET', `${p}/wait?timeout=0`),
       api.call('POST', `${p}/cancel`),
-      api.call('POST', `${p}/events/approval`, { headers: JSON_HEADERS, body: '{}' }),
+      api.call('POST', `/api/v1/events/${encodeURIComponent(id)}/approval`, { headers: JSON_HEADERS, body: '{}' }),
       api.call('GET', `${p}/steps`),
     ]);
     for (const a of answers) {
@@ -101,7 +101,7 @@ describe('event decisions', () => {
     ['null', null],
   ])('an event body may be any JSON value: %s', async (_what, payload) => {
     const e = await createExecutionIn(api.client, api.db, 'waiting');
-    const res = await api.call('POST', `/api/v1/executions/${e.id}/events/approval`, { headers: JSON_HEADERS, body: JSON.stringify(payload) });
+    const res = await api.call('POST', `/api/v1/events/${e.id}/approval`, { headers: JSON_HEADERS, body: JSON.stringify(payload) });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ execution_id: e.id, event_name: 'approval' });
     const [step] = await api.client.listSteps(e.id);
@@ -112,7 +112,7 @@ describe('event decisions', () => {
     const e = await createExecutionIn(api.client, api.db, 'waiting');
     for (const headers of [{}, JSON_HEADERS]) {
       const target = headers === JSON_HEADERS ? await createExecutionIn(api.client, api.db, 'waiting') : e;
-      const res = await api.call('POST', `/api/v1/executions/${target.id}/events/approval`, { headers });
+      const res = await api.call('POST', `/api/v1/events/${target.id}/approval`, { headers });
       expect(res.status).toBe(200);
       const [step] = await api.client.listSteps(target.id);
       expect(step.result).toEqual({ payload: null });
@@ -121,7 +121,7 @@ describe('event decisions', () => {
 
   test('an event payload that fails the schema the task declared is 422 invalid_data and the execution keeps waiting', async () => {
     const e = await createExecutionIn(api.client, api.db, 'waiting', { eventSchemas: { approval: approvalSchema } });
-    const res = await api.call('POST', `/api/v1/executions/${e.id}/events/approval`, { headers: JSON_HEADERS, body: '{"approved":"yes"}' });
+    const res = await api.call('POST', `/api/v1/events/${e.id}/approval`, { headers: JSON_HEADERS, body: '{"approved":"yes"}' });
     expect(res.status).toBe(422);
     expect(res.body).toMatchObject({ error: { code: 'invalid_data', details: [{ path: 'body/approved', message: 'must be boolean' }] } });
     expect(await api.client.get(e.id)).toMatchObject({ status: 'waiting', waiting_for_event: { event_name: 'approval' } });
@@ -131,7 +131,7 @@ describe('event decisions', () => {
   test('two deliveries of the same event at once: exactly one 200, the other 409 not_waiting_for_event', async () => {
     for (let round = 0; round < 5; round++) {
       const e = await createExecutionIn(api.client, api.db, 'waiting');
-      const answers = await Promise.all([1, 2].map((n) => api.call('POST', `/api/v1/executions/${e.id}/events/approval`, { headers: JSON_HEADERS, body: JSON.stringify({ n }) })));
+      const answers = await Promise.all([1, 2].map((n) => api.call('POST', `/api/v1/events/${e.id}/approval`, { headers: JSON_HEADERS, body: JSON.stringify({ n }) })));
       expect(answers.map((a) => a.status).sort()).toEqual([200, 409]);
       expect(answers.find((a) => a.status === 409)?.body).toMatchObject({ error: { code: 'not_waiting_for_event' } });
     }

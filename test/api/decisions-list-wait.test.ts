@@ -72,8 +72,8 @@ describe('list and wait decisions', () => {
         const page = await api.client.list({ task, order, limit: 5, offset });
         expect(page.total).toBe(27);
         expect(page.offset).toBe(offset);
-        if (page.items.length === 0) break;
-        seen.push(...page.items.map((e) => ({ id: e.execution_id, at: e.created_at })));
+        if (page.executions.length === 0) break;
+        seen.push(...page.executions.map((e) => ({ id: e.execution_id, at: e.created_at })));
       }
       expect(seen).toHaveLength(27);
       expect(new Set(seen.map((s) => s.id)).size).toBe(27);
@@ -87,9 +87,9 @@ describe('list and wait decisions', () => {
     await registerTask(api.db, task);
     const { execution_id } = await api.client.schedule(task, { secret: 'not listed' });
     const page = await api.client.list({ task, status: 'pending' });
-    expect(page.items).toHaveLength(1);
-    expect(Object.keys(page.items[0]).sort()).toEqual(['completed_at', 'created_at', 'execution_id', 'started_at', 'status', 'task']);
-    expect(page.items[0]).toMatchObject({ execution_id, task, status: 'pending', started_at: null, completed_at: null });
+    expect(page.executions).toHaveLength(1);
+    expect(Object.keys(page.executions[0]).sort()).toEqual(['completed_at', 'created_at', 'execution_id', 'started_at', 'status', 'task']);
+    expect(page.executions[0]).toMatchObject({ execution_id, task, status: 'pending', started_at: null, completed_at: null });
   });
 
   test('wait on an execution that ends failed or cancelled answers 200 with that status, error and completed_at', async () => {

@@ -39,8 +39,8 @@ describe('POST /executions decisions', () => {
     const [a, b] = [uniqueTask('a'), uniqueTask('b')];
     await registerTask(api.db, a);
     await registerTask(api.db, b);
-    await api.client.schedule(a, null, { idempotencyKey: `shared-${a}` });
-    await expect(api.client.schedule(b, null, { idempotencyKey: `shared-${a}` })).rejects.toMatchObject({ status: 409, code: 'execution_already_exists' });
+    await api.client.schedule(a, {}, { idempotencyKey: `shared-${a}` });
+    await expect(api.client.schedule(b, {}, { idempotencyKey: `shared-${a}` })).rejects.toMatchObject({ status: 409, code: 'execution_already_exists' });
     expect(await countByKey(`shared-${a}`)).toBe(1);
   });
 
@@ -63,7 +63,7 @@ describe('POST /executions decisions', () => {
   test('an unknown top-level body field such as idempotencyKey is 422 invalid_data and never silently drops idempotency', async () => {
     const task = uniqueTask();
     await registerTask(api.db, task);
-    const res = await api.call('POST', '/api/v1/executions', { headers: JSON_HEADERS, body: JSON.stringify({ task, idempotencyKey: `typo-${task}` }) });
+    const res = await api.call('POST', '/api/v1/executions', { headers: JSON_HEADERS, body: JSON.stringify({ task, data: {}, idempotencyKey: `typo-${task}` }) });
     expect(res.status).toBe(422);
     expect(res.body).toMatchObject({ error: { code: 'invalid_data', details: [{ path: 'body/idempotencyKey' }] } });
     expect((await api.client.list({ task })).total).toBe(0);
@@ -73,10 +73,10 @@ describe('POST /executions decisions', () => {
     const task = uniqueTask();
     await registerTask(api.db, task);
     for (const key of ['', 'k'.repeat(256)]) {
-      await expect(api.client.schedule(task, null, { idempotencyKey: key })).rejects.toMatchObject({ status: 422, code: 'invalid_data' });
+      await expect(api.client.schedule(task, {}, { idempotencyKey: key })).rejects.toMatchObject({ status: 422, code: 'invalid_data' });
     }
-    expect((await api.client.schedule(task, null, { idempotencyKey: 'k'.repeat(255) })).created).toBe(true);
-    expect((await api.client.schedule(task, null, { idempotencyKey: 'x' })).created).toBe(true);
+    expect((await api.client.schedule(task, {}, { idempotencyKey: 'k'.repeat(255) })).created).toBe(true);
+    expect((await api.client.schedule(task, {}, { idempotencyKey: 'x' })).created).toBe(true);
   });
 
   test('malformed JSON is 400 invalid_json', async () => {
@@ -102,18 +102,18 @@ describe('POST /executions decisions', () => {
     const task = uniqueTask();
     await registerTask(api.db, task);
     for (const type of ['application/json; charset=utf-8', 'application/vnd.stepwise+json']) {
-      expect((await api.call('POST', '/api/v1/executions', { headers: { 'Content-Type': type }, body: JSON.stringify({ task }) })).status).toBe(201);
+      expect((await api.call('POST', '/api/v1/executions', { headers: { 'Content-Type': type }, body: JSON.stringify({ task, data: {} }) })).status).toBe(201);
     }
   });
 
   test('a body over the limit (default 1 MiB) is 413 payload_too_large', async () => {
     const task = uniqueTask();
     await registerTask(api.db, task);
-    const big = JSON.stringify({ task, data: 'x'.repeat(1024 * 1024) });
+    const big = JSON.stringify({ task, data: { s: 'x'.repeat(1024 * 1024) } });
     const res = await api.call('POST', '/api/v1/executions', { headers: JSON_HEADERS, body: big });
     expect(res.status).toBe(413);
     expect(res.body).toMatchObject({ error: { code: 'payload_too_large' } });
-    const fits = JSON.stringify({ task, data: 'x'.repeat(1024 * 1024 - 200) });
+    const fits = JSON.stringify({ task, data: { s: 'x'.repeat(1024 * 1024 - 200) } });
     expect((await api.call('POST', '/api/v1/executions', { headers: JSON_HEADERS, body: fits })).status).toBe(201);
   });
 });

@@ -97,7 +97,7 @@ describe('database unreachable', () => {
       await api.call('GET', `/api/v1/executions/${id}`),
       await api.call('GET', '/api/v1/executions'),
       await api.call('GET', '/api/v1/tasks'),
-      await api.call('POST', '/api/v1/executions', { headers: { 'Content-Type': 'application/json' }, body: '{"task":"t"}' }),
+      await api.call('POST', '/api/v1/executions', { headers: { 'Content-Type': 'application/json' }, body: '{"task":"t","data":{}}' }),
       await api.call('GET', `/api/v1/executions/${id}/wait?timeout=0`),
     ];
     for (const res of answers) {

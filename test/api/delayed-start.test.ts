@@ -40,7 +40,7 @@ afterAll(async () => {
 });
 
 function schedule(body: Record<string, unknown>) {
-  return api.call('POST', '/api/v1/executions', { headers: JSON_HEADERS, body: JSON.stringify(body) });
+  return api.call('POST', '/api/v1/executions', { headers: JSON_HEADERS, body: JSON.stringify({ data: {}, ...body }) });
 }
 
 async function dueAt(id: string): Promise<Date> {
@@ -73,7 +73,7 @@ describe('start_at over the API', () => {
     expect((await dueAt(id)).toISOString()).toBe('2099-06-01T12:30:00.000Z');
     expect(await claimExecutions(api.db, [task], 10, 30000)).toEqual([]);
     // Without start_at the field is null.
-    const now = await api.client.schedule(task, null);
+    const now = await api.client.schedule(task, {});
     expect((await api.client.get(now.execution_id)).start_at).toBeNull();
   });
 
@@ -96,7 +96,7 @@ describe('start_at over the API', () => {
   test('a leap second is read as the start of the next second', async () => {
     const task = uniqueTask();
     await registerTask(api.db, task);
-    const { execution_id: id } = await api.client.schedule(task, null, { startAt: '2098-12-31T23:59:60Z' });
+    const { execution_id: id } = await api.client.schedule(task, {}, { startAt: '2098-12-31T23:59:60Z' });
     expect((await api.client.get(id)).start_at).toBe('2099-01-01T00:00:00.000Z');
   });
 
@@ -115,7 +115,7 @@ describe('start_at over the API', () => {
       ['2030-10-30T19:00:00+01', '2030-10-30T18:00:00.000Z'],
       ['2030-10-30T13:30:00.250-0530', '2030-10-30T19:00:00.250Z'],
     ]) {
-      const { execution_id: id } = await api.client.schedule(task, null, { startAt });
+      const { execution_id: id } = await api.client.schedule(task, {}, { startAt });
       expect((await api.client.get(id)).start_at).toBe(stored);
     }
   });
@@ -142,8 +142,8 @@ describe('start_at over the API', () => {
     listener.on('notification', (m) => heard.push(m.payload ?? ''));
     await listener.query('LISTEN stepwise_work');
     try {
-      await api.client.schedule(later, null, { startAt: new Date(Date.now() + 3_600_000) });
-      await api.client.schedule(sentinel, null);
+      await api.client.schedule(later, {}, { startAt: new Date(Date.now() + 3_600_000) });
+      await api.client.schedule(sentinel, {});
       // Notifications arrive in commit order: once the sentinel's has, the delayed one's would have too.
       await waitUntil(() => heard.includes(sentinel), 'the sentinel notification');
       expect(heard).not.toContain(later);
@@ -153,10 +153,10 @@ describe('start_at over the API', () => {
   });
 
   test('a delayed execution can be cancelled before it starts, and then never runs', async () => {
-    const { execution_id: id } = await api.client.schedule('delayed-stamp', null, { startAt: new Date(Date.now() + 1500) });
+    const { execution_id: id } = await api.client.schedule('delayed-stamp', {}, { startAt: new Date(Date.now() + 1500) });
     expect(await api.client.cancel(id)).toEqual({ execution_id: id, status: 'cancelled' });
     // Long enough for the worker (polling every 200 ms) to have found it, had it stayed due.
-    const marker = await api.client.schedule('delayed-stamp', null, { startAt: new Date(Date.now() + 2000) });
+    const marker = await api.client.schedule('delayed-stamp', {}, { startAt: new Date(Date.now() + 2000) });
     await api.client.wait(marker.execution_id, { timeoutSeconds: 30 });
     expect(handlerStarts.has(id)).toBe(false);
     expect(await api.client.get(id)).toMatchObject({ status: 'cancelled', started_at: null, attempt: 0 });
@@ -164,8 +164,8 @@ describe('start_at over the API', () => {
 
   test('a real worker starts it no earlier than start_at, and soon after, while work scheduled later for now runs first', async () => {
     const startAt = new Date(Date.now() + 1200);
-    const delayed = await api.client.schedule('delayed-stamp', null, { startAt });
-    const immediate = await api.client.schedule('delayed-stamp', null);
+    const delayed = await api.client.schedule('delayed-stamp', {}, { startAt });
+    const immediate = await api.client.schedule('delayed-stamp', {});
     const done = await api.client.wait(delayed.execution_id, { timeoutSeconds: 30 });
     expect(done).toMatchObject({ status: 'completed', output: 'ran', start_at: startAt.toISOString() });
     const started = handlerStarts.get(delayed.execution_id) as number;

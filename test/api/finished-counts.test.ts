@@ -133,7 +133,7 @@ describe('finished counts of GET /tasks', () => {
     const listed = async () => (await api.client.listTasks()).find((t) => t.name === task)?.counts;
     await executionIn(task, 'cancelled');
     expect(await listed()).toMatchObject({ pending: 0, running: 0, waiting: 0, cancelled: 1 });
-    await api.client.schedule(task, null);
+    await api.client.schedule(task, {});
     await executionIn(task, 'running');
     await executionIn(task, 'waiting');
     await executionIn(task, 'completed');

@@ -34,7 +34,7 @@ describe('races', () => {
     for (let round = 0; round < 10; round++) {
       const e = await createExecutionIn(api.client, api.db, 'waiting');
       const answers = await Promise.all(
-        ['first', 'second'].map((who) => api.call('POST', `/api/v1/executions/${e.id}/events/approval`, { headers: JSON_HEADERS, body: JSON.stringify({ who }) })),
+        ['first', 'second'].map((who) => api.call('POST', `/api/v1/events/${e.id}/approval`, { headers: JSON_HEADERS, body: JSON.stringify({ who }) })),
       );
       expect(answers.map((a) => a.status).sort()).toEqual([200, 409]);
       const winner = answers[0].status === 200 ? 'first' : 'second';

@@ -58,11 +58,16 @@ describe('executions', () => {
     });
   });
 
-  test('omitted data reads back as null', async () => {
+  test('data is required and must be an object (SPEC §2.2); the client sends {} when it is omitted', async () => {
     const task = uniqueTask();
     await registerTask(api.db, task);
+    for (const body of [{ task }, { task, data: null }, { task, data: [1] }, { task, data: 'x' }]) {
+      const res = await api.call('POST', '/api/v1/executions', { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+      expect(res.status).toBe(422);
+      expect(res.body).toMatchObject({ error: { code: 'invalid_data', details: [{ path: 'body/data' }] } });
+    }
     const { execution_id } = await api.client.schedule(task);
-    expect((await api.client.get(execution_id)).data).toBeNull();
+    expect((await api.client.get(execution_id)).data).toEqual({});
   });
 
   test('a waiting execution shows waiting_for_event, attempt and started_at; a completed one its output', async () => {
@@ -85,10 +90,10 @@ describe('executions', () => {
     await api.client.cancel(ids[1]);
     expect((await api.client.list({ task })).total).toBe(3);
     const cancelled = await api.client.list({ task, status: 'cancelled' });
-    expect(cancelled).toMatchObject({ total: 1, limit: 20, offset: 0 });
-    expect(cancelled.items.map((e) => e.execution_id)).toEqual([ids[1]]);
+    expect(cancelled).toMatchObject({ total: 1, limit: 50, offset: 0 });
+    expect(cancelled.executions.map((e) => e.execution_id)).toEqual([ids[1]]);
     const newest = await api.client.list({ task, limit: 1 });
-    expect(newest.items[0].execution_id).toBe(ids[2]);
+    expect(newest.executions[0].execution_id).toBe(ids[2]);
   });
 
   test('steps lists the recorded steps in call order with their status', async () => {
@@ -168,7 +173,7 @@ describe('operations endpoints', () => {
   test('/metrics counts pending executions that are not due yet as scheduled, not as queued for a worker', async () => {
     const task = uniqueTask('later');
     await registerTask(api.db, task);
-    await api.client.schedule(task, null, { startAt: new Date(Date.now() + 3_600_000) });
+    await api.client.schedule(task, {}, { startAt: new Date(Date.now() + 3_600_000) });
     const value = (text: string, line: RegExp) => Number(line.exec(text)?.[1] ?? NaN);
     const text = await waitUntil(async () => {
       const res = await api.call('GET', '/metrics');

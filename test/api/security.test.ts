@@ -91,7 +91,7 @@ describe('with the database unreachable', () => {
         await api.call('GET', `/api/v1/executions/${id}/steps`),
         await api.call('GET', `/api/v1/executions/${id}/wait?timeout=0`),
         await api.call('POST', `/api/v1/executions/${id}/cancel`),
-        await api.call('POST', `/api/v1/executions/${id}/events/approval`, { headers: { 'Content-Type': 'application/json' }, body: '{}' }),
+        await api.call('POST', `/api/v1/events/${id}/approval`, { headers: { 'Content-Type': 'application/json' }, body: '{}' }),
       ];
       for (const res of answers) {
         expect(res.status).toBe(404);

@@ -81,17 +81,17 @@ describe('with a real worker', () => {
   });
 
   test('an event delivered over HTTP resumes the handler; a wrong payload is 422 and it keeps waiting', async () => {
-    const { execution_id: id } = await api.client.schedule('api-approval', null);
+    const { execution_id: id } = await api.client.schedule('api-approval', {});
     const waiting = await waitUntil(async () => {
       const e = await get(id);
       return e.status === 'waiting' ? e : undefined;
     }, 'waiting for the event');
     expect(waiting.waiting_for_event).toMatchObject({ event_name: 'decision' });
     expect(waiting).toMatchObject({ steps_completed: 1, current_step: 'decision' });
-    const bad = await api.call('POST', `/api/v1/executions/${id}/events/decision`, { headers: JSON_HEADERS, body: '{"approved":"yes"}' });
+    const bad = await api.call('POST', `/api/v1/events/${id}/decision`, { headers: JSON_HEADERS, body: '{"approved":"yes"}' });
     expect(bad.status).toBe(422);
     expect((await get(id)).status).toBe('waiting');
-    const wrongName = await api.call('POST', `/api/v1/executions/${id}/events/other`, { headers: JSON_HEADERS, body: '{}' });
+    const wrongName = await api.call('POST', `/api/v1/events/${id}/other`, { headers: JSON_HEADERS, body: '{}' });
     expect(wrongName.status).toBe(409);
     expect(await api.client.sendEvent(id, 'decision', { approved: true })).toMatchObject({ execution_id: id, event_name: 'decision' });
     const done = await api.client.wait(id, { timeoutSeconds: 30 });
@@ -99,10 +99,10 @@ describe('with a real worker', () => {
   });
 
   test('two concurrent deliveries of the same event: exactly one 200 and one 409', async () => {
-    const { execution_id: id } = await api.client.schedule('api-approval', null);
+    const { execution_id: id } = await api.client.schedule('api-approval', {});
     await waitUntil(async () => (await get(id)).status === 'waiting', 'waiting');
     const [a, b] = await Promise.all(
-      [true, false].map((approved) => api.call('POST', `/api/v1/executions/${id}/events/decision`, { headers: JSON_HEADERS, body: JSON.stringify({ approved }) })),
+      [true, false].map((approved) => api.call('POST', `/api/v1/events/${id}/decision`, { headers: JSON_HEADERS, body: JSON.stringify({ approved }) })),
     );
     expect([a.status, b.status].sort()).toEqual([200, 409]);
     const winner = a.status === 200 ? true : false;
@@ -122,10 +122,10 @@ describe('with a real worker', () => {
   });
 
   test('cancel of a waiting execution ends it; a later event gets 409', async () => {
-    const { execution_id: id } = await api.client.schedule('api-approval', null);
+    const { execution_id: id } = await api.client.schedule('api-approval', {});
     await waitUntil(async () => (await get(id)).status === 'waiting', 'waiting');
     expect((await api.client.cancel(id)).status).toBe('cancelled');
-    const late = await api.call('POST', `/api/v1/executions/${id}/events/decision`, { headers: JSON_HEADERS, body: '{"approved":true}' });
+    const late = await api.call('POST', `/api/v1/events/${id}/decision`, { headers: JSON_HEADERS, body: '{"approved":true}' });
     expect(late.status).toBe(409);
     expect((await get(id)).status).toBe('cancelled');
   });

@@ -69,7 +69,7 @@ export async function createExecutionIn(
 ): Promise<DrivenExecution> {
   const task = uniqueTask(state);
   await registerTask(db, task, options.dataSchema ?? null, options.eventSchemas ?? {});
-  const { execution_id: id } = await client.schedule(task, null);
+  const { execution_id: id } = await client.schedule(task, {});
   if (state === 'pending') return { id, task };
   if (state === 'cancelled') {
     await client.cancel(id);

@@ -49,7 +49,7 @@ describe('ctx.invoke', () => {
     // One slot: the parent must give it up while it waits, or its child could never run.
     const worker = await startWorker(api.t, [double, parent] as never, { concurrency: 1 });
     try {
-      const { execution_id } = await api.client.schedule(parent.name, null);
+      const { execution_id } = await api.client.schedule(parent.name, {});
       const done = await api.client.wait(execution_id, { deadlineMs: 15_000 });
       expect(done).toMatchObject({ status: 'completed', output: 8, steps_completed: 2, parent_execution_id: null });
       // Ran three times: at the start, and resumed after each child.
@@ -69,7 +69,7 @@ describe('ctx.invoke', () => {
       expect(steps[0].result).toEqual({ execution_id: children[0].id, status: 'completed', output: { doubled: 4 }, error: null });
       // The list filter finds them, oldest first.
       const listed = await api.client.list({ parent_execution_id: execution_id, order: 'asc' });
-      expect(listed.items.map((i) => i.execution_id)).toEqual(children.map((c) => c.id));
+      expect(listed.executions.map((i) => i.execution_id)).toEqual(children.map((c) => c.id));
       expect(listed.total).toBe(2);
     } finally {
       await worker.stop();
@@ -105,12 +105,12 @@ describe('ctx.invoke', () => {
     });
     const worker = await startWorker(api.t, [failing, catching, uncaught] as never);
     try {
-      const caught = await api.client.schedule(catching.name, null);
+      const caught = await api.client.schedule(catching.name, {});
       const done = await api.client.wait(caught.execution_id, { deadlineMs: 15_000 });
       const [child] = await childrenOf(caught.execution_id);
       expect(done.output).toEqual({ status: 'failed', message: 'card declined', type: 'Error', child: child.id });
 
-      const plain = await api.client.schedule(uncaught.name, null);
+      const plain = await api.client.schedule(uncaught.name, {});
       const failed = await api.client.wait(plain.execution_id, { deadlineMs: 15_000 });
       expect(failed.status).toBe('failed');
       expect(failed.error).toMatchObject({ type: 'ChildExecutionError', retryable: false });
@@ -139,7 +139,7 @@ describe('ctx.invoke', () => {
     });
     const worker = await startWorker(api.t, [square, fan] as never, { concurrency: 16 });
     try {
-      const { execution_id } = await api.client.schedule(fan.name, null);
+      const { execution_id } = await api.client.schedule(fan.name, {});
       const done = await api.client.wait(execution_id, { deadlineMs: 15_000 });
       expect(done).toMatchObject({ status: 'completed', output: [1, 4, 9, 16, 25, 36, 49, 64], steps_completed: 8 });
       expect((await childrenOf(execution_id)).length).toBe(8);
@@ -171,7 +171,7 @@ describe('ctx.invoke', () => {
     });
     const worker = await startWorker(api.t, [child, parent] as never);
     try {
-      const { execution_id } = await api.client.schedule(parent.name, null);
+      const { execution_id } = await api.client.schedule(parent.name, {});
       const done = await api.client.wait(execution_id, { deadlineMs: 15_000 });
       const children = await childrenOf(execution_id);
       expect(children.length).toBe(2);
@@ -192,7 +192,7 @@ describe('ctx.invoke', () => {
     } });
     const worker = await startWorker(api.t, [child, parent] as never, { concurrency: 4 });
     try {
-      const runs = await Promise.all(Array.from({ length: 20 }, () => api.client.schedule(parent.name, null)));
+      const runs = await Promise.all(Array.from({ length: 20 }, () => api.client.schedule(parent.name, {})));
       const done = await Promise.all(runs.map((r) => api.client.wait(r.execution_id, { deadlineMs: 15_000 })));
       expect(done.map((d) => d.output)).toEqual(Array(20).fill('quick'));
     } finally {
@@ -328,16 +328,16 @@ describe('ctx.invoke', () => {
     } });
     const worker = await startWorker(api.t, [typed, toUnknown, badData, infinite] as never);
     try {
-      const a = await api.client.schedule(toUnknown.name, null);
+      const a = await api.client.schedule(toUnknown.name, {});
       const failedA = await api.client.wait(a.execution_id, { deadlineMs: 15_000 });
       expect(failedA).toMatchObject({ status: 'failed', attempt: 2, error: { type: 'Error', message: `cannot start a child execution of task "${unknownTask}": no worker has registered it` } });
-      const b = await api.client.schedule(badData.name, null);
+      const b = await api.client.schedule(badData.name, {});
       const failedB = await api.client.wait(b.execution_id, { deadlineMs: 15_000 });
       expect(failedB).toMatchObject({ status: 'failed', attempt: 1, error: { type: 'NonRetryableError', retryable: false } });
       expect(failedB.error?.message).toContain(`data for a child execution of task "${typed.name}" does not match its schema: /n must be integer`);
       expect(await childrenOf(a.execution_id)).toEqual([]);
       expect(await childrenOf(b.execution_id)).toEqual([]);
-      const c = await api.client.schedule(infinite.name, null);
+      const c = await api.client.schedule(infinite.name, {});
       const failedC = await api.client.wait(c.execution_id, { deadlineMs: 15_000 });
       expect(failedC).toMatchObject({ status: 'failed', attempt: 1, error: { type: 'NonRetryableError' } });
       expect(failedC.error?.message).toContain('/n must be integer');
@@ -394,7 +394,7 @@ describe('ctx.invoke with a timeout', () => {
     } });
     const worker = await startWorker(api.t, [gate, quick, parent] as never);
     try {
-      const { execution_id } = await api.client.schedule(parent.name, null);
+      const { execution_id } = await api.client.schedule(parent.name, {});
       const done = await api.client.wait(execution_id, { deadlineMs: 15_000 });
       const children = await childrenOf(execution_id);
       expect(done).toMatchObject({ status: 'completed', output: { fast: 'fast', timedOut: true, child: children[1].id }, steps_completed: 2 });
@@ -426,7 +426,7 @@ describe('ctx.spawn', () => {
     } });
     const worker = await startWorker(api.t, [later, parent] as never);
     try {
-      const { execution_id } = await api.client.schedule(parent.name, null);
+      const { execution_id } = await api.client.schedule(parent.name, {});
       const done = await api.client.wait(execution_id, { deadlineMs: 15_000 });
       const [nowId, delayedId] = done.output as string[];
       expect(done.steps_completed).toBe(2);
@@ -460,7 +460,7 @@ describe('cancelling a parent', () => {
     } });
     const worker = await startWorker(api.t, [grandchild, quick, child, parent] as never);
     try {
-      const { execution_id } = await api.client.schedule(parent.name, null);
+      const { execution_id } = await api.client.schedule(parent.name, {});
       // Both middles wait on a grandchild that runs until aborted.
       await waitUntil(async () => (await queryRows<{ n: number }>(api.db, `SELECT count(*)::int AS n FROM stepwise.executions WHERE task = ? AND status = 'running'`, [grandchild.name]))[0].n === 2, 'two grandchildren to run');
       expect(await api.client.cancel(execution_id)).toEqual({ execution_id, status: 'cancelled' });
@@ -484,7 +484,7 @@ describe('cancelling a parent', () => {
 describe('the API', () => {
   test('refuses idempotency keys starting with child:, and filters the list by parent', async () => {
     const res = await api.call('POST', '/api/v1/executions', {
-      body: JSON.stringify({ task: 'anything', idempotency_key: 'child:x' }),
+      body: JSON.stringify({ task: 'anything', data: {}, idempotency_key: 'child:x' }),
       headers: { 'content-type': 'application/json' },
     });
     expect(res.status).toBe(422);
@@ -492,6 +492,6 @@ describe('the API', () => {
     const bad = await api.call('GET', '/api/v1/executions?parent_execution_id=nope');
     expect(bad.status).toBe(422);
     const none = await api.client.list({ parent_execution_id: '0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10' });
-    expect(none).toMatchObject({ items: [], total: 0 });
+    expect(none).toMatchObject({ executions: [], total: 0 });
   });
 });

@@ -111,7 +111,7 @@ describe('concurrency limit', () => {
     });
     const worker = await startWorker(api.t, [limited, free] as never, { concurrency: 16, pollIntervalMs: 100 });
     try {
-      const ids = await Promise.all(Array.from({ length: 40 }, (_, i) => api.client.schedule(i % 2 ? limitedName : freeName, null)));
+      const ids = await Promise.all(Array.from({ length: 40 }, (_, i) => api.client.schedule(i % 2 ? limitedName : freeName, {})));
       await waitUntil(async () => (await Promise.all(ids.map((s) => api.client.get(s.execution_id)))).every((e) => e.status === 'completed'), 'all 40 to complete', 30_000);
     } finally {
       await worker.stop();

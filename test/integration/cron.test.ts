@@ -108,7 +108,7 @@ describe('cron', () => {
     const task = uniqueTask('cron-keyed');
     const res = await api.call('POST', '/api/v1/executions', {
       headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ task, idempotency_key: cronKey(task, new Date()) }),
+      body: JSON.stringify({ task, data: {}, idempotency_key: cronKey(task, new Date()) }),
     });
     expect(res.status).toBe(422);
     expect(res.body).toMatchObject({ error: { code: 'invalid_data', details: [{ path: 'body/idempotency_key', message: 'must not start with "cron:", which cron schedules use' }] } });

@@ -217,6 +217,8 @@ describe('retention sweeper', () => {
       await proxy.start();
       sweeper.start();
       await waitUntil(async () => (await getExecution(t.db, execution.id)) === undefined, 'the next sweep to delete it', 10000);
+      // onDeleted runs once the sweep's statement has returned, a moment after the row is gone.
+      await waitUntil(() => deleted.length > 0, 'the sweep to report its deletion', 5000);
       expect(deleted).toEqual([1]);
     } finally {
       await proxy.start();

@@ -32,7 +32,7 @@ describe('the example tasks', () => {
   test('order approval: waits for the approval event, refuses a bad payload, then completes', async () => {
     const { execution_id: id } = await api.client.schedule('order-approval', { orderId: 'A-1001', amountCents: 4999 }, { idempotencyKey: 'order-A-1001' });
     await waitUntil(async () => (await api.client.get(id)).status === 'waiting', 'the approval wait');
-    const bad = await api.call('POST', `/api/v1/executions/${id}/events/approval`, { headers: { 'Content-Type': 'application/json' }, body: '{"approved":"yes"}' });
+    const bad = await api.call('POST', `/api/v1/events/${id}/approval`, { headers: { 'Content-Type': 'application/json' }, body: '{"approved":"yes"}' });
     expect(bad.status).toBe(422);
     await api.client.sendEvent(id, 'approval', { approved: true, approver: 'dana' });
     expect(await api.client.wait(id, { deadlineMs: 15_000 })).toMatchObject({
@@ -65,7 +65,7 @@ describe('the example tasks', () => {
     expect(await api.client.wait(id, { deadlineMs: 15_000 })).toMatchObject({ status: 'completed', output: { photos: 3, bytes: 3180 }, steps_completed: 3 });
     const children = await api.client.list({ parent_execution_id: id, order: 'asc' });
     expect(children.total).toBe(3);
-    expect(children.items.map((c) => [c.task, c.status])).toEqual(Array(3).fill(['resize-photo', 'completed']));
+    expect(children.executions.map((c) => [c.task, c.status])).toEqual(Array(3).fill(['resize-photo', 'completed']));
   });
 
   test('weekday digest: clients schedule it like any task, at once or with start_at', async () => {

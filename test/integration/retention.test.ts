@@ -108,12 +108,12 @@ describe('retention: finished executions are deleted once past the retention per
     const task = uniqueTask('retention-api');
     await registerTask(api.db, task);
     const old = await executionIn(task, 'completed', ago(40 * DAY), ago(40 * DAY), `key-${task}`);
-    expect((await api.client.schedule(task, null, { idempotencyKey: `key-${task}` })).execution_id).toBe(old);
+    expect((await api.client.schedule(task, {}, { idempotencyKey: `key-${task}` })).execution_id).toBe(old);
 
     await deleteFinishedExecutions(api.db, ago(30 * DAY), 1000);
 
     await expect(api.client.get(old)).rejects.toMatchObject({ status: 404, code: 'execution_not_found' });
-    const again = await api.client.schedule(task, null, { idempotencyKey: `key-${task}` });
+    const again = await api.client.schedule(task, {}, { idempotencyKey: `key-${task}` });
     expect(again.created).toBe(true);
     expect(again.execution_id).not.toBe(old);
   });

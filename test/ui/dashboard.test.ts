@@ -358,7 +358,7 @@ describe('dashboard in headless Chromium', () => {
   it('links a parent waiting for its child to the child, and back', async () => {
     const { execution_id: parentId } = await t.client.schedule('ui-parent');
     await waitUntil(async () => (await t.client.list({ parent_execution_id: parentId })).total === 1, 'the child to be started');
-    const childId = (await t.client.list({ parent_execution_id: parentId })).items[0].execution_id;
+    const childId = (await t.client.list({ parent_execution_id: parentId })).executions[0].execution_id;
     await page.goto(`${t.api.url}/ui#/executions/${parentId}`);
     await page.getByTestId('wait-info').filter({ hasText: `Waiting in “through-gate” for child execution ${childId} to finish.` }).waitFor({ timeout: 15_000 });
     await expect(page.getByTestId('children-section').locator('tr[data-execution-id]').count()).resolves.toBe(1);
@@ -385,7 +385,7 @@ describe('dashboard in headless Chromium', () => {
     expect((await specRequest).status()).toBe(200);
     await page.locator('.opblock').first().waitFor();
     const operations = await page.locator('.opblock .opblock-summary-path').allTextContents();
-    for (const p of ['/api/v1/executions', '/api/v1/executions/{id}/cancel', '/api/v1/executions/{id}/events/{event_name}', '/api/v1/tasks']) {
+    for (const p of ['/api/v1/executions', '/api/v1/executions/{id}/cancel', '/api/v1/events/{id}/{event_name}', '/api/v1/tasks']) {
       expect(operations.map((o) => o.replace(/\u200b/g, ''))).toContain(p);
     }
     await expect(page.locator('.opblock').count()).resolves.toBe(getSpec().operations.size);
