@@ -96,7 +96,7 @@ async function main(): Promise<void> {
           if (typeof (res.body as { error?: { code?: unknown } } | undefined)?.error?.code === 'string') enveloped += 1;
         }
         const found = checkFuzzResponse(req, res);
-        if (found.length > 0) problems.push({ request: { ...req, body: req.body?.slice(0, 300) }, status: res.status, problems: found });
+        if (found.length > 0) problems.push({ request: { ...req, body: req.body?.slice(0, 300), encoded: req.encoded && { encoding: req.encoded.encoding, bytes: req.encoded.bytes.subarray(0, 64) } }, status: res.status, problems: found });
       }
     };
     await Promise.all(Array.from({ length: Number(opts.concurrency) }, lane));

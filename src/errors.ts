@@ -135,55 +135,15 @@ export class ServiceUnavailableError extends AppError {
   }
 }
 
-/** Postgres and network error codes that mean "the database is not reachable right now". */
-const UNAVAILABLE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'EPIPE',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  '57P01', // admin_shutdown
-  '57P02', // crash_shutdown
-  '57P03', // cannot_connect_now
-  '08000',
-  '08001',
-  '08003',
-  '08004',
-  '08006',
-  '53300', // too_many_connections
-]);
-
-/** True when an error says the database cannot be reached (as opposed to a bug or bad SQL). */
-export function isDatabaseUnavailable(err: unknown): boolean {
-  if (!err || typeof err !== 'object') return false;
-  const e = err as { code?: unknown; message?: unknown; name?: unknown };
-  if (typeof e.code === 'string' && UNAVAILABLE_CODES.has(e.code)) return true;
-  if (e.name === 'KnexTimeoutError') return true;
-  const msg = typeof e.message === 'string' ? e.message : '';
-  return (
-    msg.includes('Connection terminated') ||
-    msg.includes('Client has encountered a connection error') ||
-    msg.includes('timeout exceeded when trying to connect') ||
-    msg.includes('the database system is')
-  );
-}
-
-/**
- * True for PostgreSQL's deadlock_detected and serialization_failure: the statement was rolled back
- * whole because of what concurrent transactions did, and running it again is the documented remedy.
- */
-export function isTransientConflict(err: unknown): boolean {
-  const code = err && typeof err === 'object' ? (err as { code?: unknown }).code : undefined;
-  return code === '40P01' || code === '40001';
-}
-
 /**
  * What a log line may say about an unexpected error: its type, its SQLSTATE when it came from
  * PostgreSQL, and its message without the SQL text knex prefixes to query errors. Never the stack.
  */
 export function describeError(err: unknown): { errType: string; code?: string; message: string } {
   if (!(err instanceof Error)) return { errType: typeof err, message: String(err).slice(0, 500) };
+  // The store's DatabaseUnavailableError is described by what it wraps: knex prefixes its SQL (and
+  // bindings) to the message of the error it throws, the wrapper, never to the cause.
+  if (err.name === 'DatabaseUnavailableError' && err.cause !== undefined) return { ...describeError(err.cause), errType: err.name };
   const raw = (err as unknown as { code?: unknown }).code;
   const code = typeof raw === 'string' ? raw : undefined;
   let message = err.message;

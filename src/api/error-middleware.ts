@@ -1,5 +1,6 @@
 import type { Middleware } from 'koa';
-import { AppError, ServiceUnavailableError, describeError, isDatabaseUnavailable, type ErrorCode } from '../errors';
+import { AppError, ServiceUnavailableError, describeError, type ErrorCode } from '../errors';
+import { isDatabaseUnavailable } from '../store/db-errors';
 import type { Logger } from '../logger';
 import type { components } from '../../generated/openapi';
 import type { ApiState } from './state';
@@ -33,7 +34,7 @@ export function handleErrors(log: Logger): Middleware<ApiState> {
       let exposed: AppError;
       if (err instanceof AppError) exposed = err;
       else if (isDatabaseUnavailable(err)) {
-        log.warn({ requestId: ctx.state.requestId, err: (err as Error).message }, 'database unavailable');
+        log.warn({ requestId: ctx.state.requestId, ...describeError(err) }, 'database unavailable');
         exposed = new ServiceUnavailableError();
       } else {
         // No stack and no SQL in log lines; the stack only when debugging.

@@ -23,8 +23,8 @@ export function addEventRoutes(router: Router<ApiState>, deps: ApiDeps): void {
       throw err;
     });
     // A task no longer registered has no schema to check against: any payload is accepted.
-    if (task) taskSchemas.assertValidEvent(task, params.event_name, payload);
-    const outcome = await deliverEvent(db, params.id, params.event_name, payload);
+    const stored = taskSchemas.toValidEvent(task, params.event_name, payload);
+    const outcome = await deliverEvent(db, params.id, params.event_name, stored);
     if (outcome.kind === 'not_waiting') throw new NotWaitingForEventError(params.id, params.event_name);
     return { status: 200, body: { status: 'delivered' as const, execution_id: outcome.execution.id, event_name: params.event_name, execution_status: outcome.execution.status } };
   });

@@ -24,8 +24,7 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
       throw new InvalidDataError('request body is invalid', [{ path: 'body/start_at', message: 'must be an instant in the years 0001 to 9999 (UTC)' }]);
     }
     const task = await taskSchemas.getTask(body.task);
-    const data = body.data;
-    taskSchemas.assertValidData(task, data);
+    const data = taskSchemas.toValidData(task, body.data);
     const result = await scheduler.submit({ task: body.task, data, idempotencyKey: body.idempotency_key, startAt });
     if (result.created) return { status: 201, body: toScheduledExecution(result.execution) };
     if (result.execution.task !== body.task) throw new ExecutionAlreadyExistsError(body.idempotency_key ?? '', result.execution.task);

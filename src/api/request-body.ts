@@ -3,6 +3,7 @@ import type { Middleware } from 'koa';
 import { InvalidDataError, InvalidJsonError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../errors';
 import type { ApiState } from './state';
 import { findUnstorableText } from '../domain/storable-text';
+import { findNonFiniteNumber } from '../domain/json';
 
 const JSON_TYPES = ['application/json', '+json'];
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i;
@@ -48,6 +49,12 @@ function mapBodyError(err: unknown, limitBytes: number): unknown {
     default:
       break;
   }
+  // zlib's errors (Z_DATA_ERROR, Z_BUF_ERROR) and brotli's (ERR__ERROR_FORMAT_…): the body does not
+  // decode as its Content-Encoding says.
+  const code = (e as { code?: unknown }).code;
+  if (typeof code === 'string' && /^(Z_|ERR__ERROR_)/.test(code)) {
+    return new InvalidJsonError('request body does not decode as its Content-Encoding says');
+  }
   // inflation refuses an unknown Content-Encoding with a bare status 415 and no type.
   if (e.status === 415) return new UnsupportedMediaTypeError(e.message);
   if (e.status === 400 && /prototype/i.test(e.message ?? '')) {
@@ -85,6 +92,9 @@ export function readJsonBody(options: { limitBytes: number; maxDepth: number }):
     try {
       await parse(ctx, async () => undefined);
     } catch (err) {
+      // A body left half read (too large, or its decoder failed mid-stream) would stall the next
+      // request on this keep-alive connection: answer, then close it.
+      if (!ctx.req.complete) ctx.set('Connection', 'close');
       throw mapBodyError(err, options.limitBytes);
     }
     const raw = ctx.request.rawBody ?? '';
@@ -100,6 +110,13 @@ export function readJsonBody(options: { limitBytes: number; maxDepth: number }):
       if (bad !== undefined) {
         throw new InvalidDataError('request body holds text that cannot be stored (a NUL character or an unpaired surrogate)', [
           { path: `body${bad}`, message: 'must not contain U+0000 or unpaired surrogates' },
+        ]);
+      }
+      // Only a literal with a long exponent or mantissa overflows a double (1e400, 400 digits).
+      const overflow = /[eE]\+?\d{3}|\d{300}/.test(raw) ? findNonFiniteNumber(ctx.request.body) : undefined;
+      if (overflow !== undefined) {
+        throw new InvalidDataError('request body holds a number too large to store (it would become null)', [
+          { path: `body${overflow}`, message: 'must be a finite number within the range of a 64-bit float' },
         ]);
       }
       ctx.state.body = ctx.request.body;

@@ -1,4 +1,4 @@
-import { isDatabaseUnavailable } from '../errors';
+import { isDatabaseUnavailable } from '../store/db-errors';
 import { GroupCommitter } from '../group-commit';
 import type { Db } from '../store/db';
 import { insertExecutions, type NewExecution, type ScheduleResult } from '../store/executions';

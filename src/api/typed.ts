@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import type { Middleware } from 'koa';
 import type { operations } from '../../generated/openapi';
-import { isTransientConflict } from '../errors';
+import { isTransientConflict } from '../store/db-errors';
 import type { CompiledSpec } from './spec';
 import { readJsonBody } from './request-body';
 import { validateRequest } from './validation';

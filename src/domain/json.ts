@@ -1,4 +1,4 @@
-import { findUnstorableText } from './storable-text';
+import { findInJson, findUnstorableText } from './storable-text';
 
 /**
  * Checks that a value can be stored as jsonb: JSON.stringify must accept it (no BigInt, no cycles),
@@ -30,4 +30,13 @@ export function toStorableJson(value: unknown, what: string): string | undefined
  */
 export function toStoredValue(value: unknown, what: string): unknown {
   return JSON.parse(toStorableJson(value === undefined ? null : value, what) as string);
+}
+
+/**
+ * The JSON pointer of the first number in `value` that is not finite, or undefined. JSON text has no
+ * Infinity, but a literal such as 1e400 parses to it, and JSON.stringify then stores null: a value
+ * other than the one a schema was shown.
+ */
+export function findNonFiniteNumber(value: unknown): string | undefined {
+  return findInJson(value, (v) => typeof v === 'number' && !Number.isFinite(v));
 }

@@ -15,23 +15,26 @@ function escapePointer(key: string): string {
 }
 
 /**
- * The JSON pointer of the first string (value or key) in `value` that PostgreSQL cannot store, or
+ * The JSON pointer of the first value (or key) in `value` that `isBad` (or `isBadKey`) picks, or
  * undefined. Iterative, so deep input cannot exhaust the stack.
  */
-export function findUnstorableText(value: unknown): string | undefined {
+export function findInJson(value: unknown, isBad: (leaf: unknown) => boolean, isBadKey: (key: string) => boolean = () => false): string | undefined {
   const stack: Array<[unknown, string]> = [[value, '']];
   while (stack.length > 0) {
     const [current, at] = stack.pop() as [unknown, string];
-    if (typeof current === 'string') {
-      if (!isStorableText(current)) return at;
-    } else if (Array.isArray(current)) {
+    if (Array.isArray(current)) {
       current.forEach((item, i) => stack.push([item, `${at}/${i}`]));
     } else if (current !== null && typeof current === 'object') {
       for (const [key, item] of Object.entries(current)) {
-        if (!isStorableText(key)) return `${at}/${escapePointer(key)}`;
+        if (isBadKey(key)) return `${at}/${escapePointer(key)}`;
         stack.push([item, `${at}/${escapePointer(key)}`]);
       }
-    }
+    } else if (isBad(current)) return at;
   }
   return undefined;
+}
+
+/** The JSON pointer of the first string (value or key) in `value` that PostgreSQL cannot store, or undefined. */
+export function findUnstorableText(value: unknown): string | undefined {
+  return findInJson(value, (v) => typeof v === 'string' && !isStorableText(v), (key) => !isStorableText(key));
 }

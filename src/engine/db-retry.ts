@@ -1,4 +1,4 @@
-import { isDatabaseUnavailable, isTransientConflict } from '../errors';
+import { isDatabaseUnavailable, isTransientConflict } from '../store/db-errors';
 import { StoreUnavailableError } from './errors';
 
 /**

@@ -1,5 +1,5 @@
 import ms from 'ms';
-import { isDatabaseUnavailable } from '../errors';
+import { isDatabaseUnavailable } from '../store/db-errors';
 import type { Logger } from '../logger';
 import type { Db } from '../store/db';
 import { deleteFinishedExecutions } from '../store/retention';

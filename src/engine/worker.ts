@@ -11,7 +11,7 @@ import { NotificationListener } from '../store/listener';
 import type { StepKind } from '../store/rows';
 import { loadSteps, recordStepResults, stepKey, type StepResult } from '../store/steps';
 import { upsertTasks } from '../store/tasks';
-import { isDatabaseUnavailable } from '../errors';
+import { isDatabaseUnavailable } from '../store/db-errors';
 import { toStorableJson } from '../domain/json';
 import { retryWhileUnavailable } from './db-retry';
 import { DurableContext } from './durable-context';

@@ -1,6 +1,7 @@
 import knex, { type Knex } from 'knex';
 import pg from 'pg';
 import type { Logger } from '../logger';
+import { classifyConnectionFailures, connectionFailure, isStalePlan } from './db-errors';
 
 export type Db = Knex;
 
@@ -38,7 +39,7 @@ function knexLog(log: Logger | undefined): Knex.Config['log'] {
  * prompt 503 rather than a hung request; the pool reconnects on its own when the server returns.
  */
 export function createDb(options: DbOptions): Db {
-  return knex({
+  const db = knex({
     client: 'pg',
     connection: {
       connectionString: options.url,
@@ -57,6 +58,8 @@ export function createDb(options: DbOptions): Db {
     acquireConnectionTimeout: options.acquireTimeoutMs ?? 5000,
     log: knexLog(options.log),
   });
+  classifyConnectionFailures(db);
+  return db;
 }
 
 /** Rows of a raw query, typed by the caller. */
@@ -90,18 +93,14 @@ export async function preparedRows<T>(db: Knex, name: string, text: string, valu
   });
 }
 
-/** PostgreSQL's answer to a prepared statement whose result columns changed since it was prepared. */
-function isStalePlan(err: unknown): boolean {
-  const e = err as { code?: unknown; message?: unknown };
-  return e?.code === '0A000' && typeof e.message === 'string' && e.message.includes('cached plan must not change result type');
-}
-
 /** Runs `fn` on one connection of the knex pool, for work that spans several statements on it. */
 export async function withConnection<T>(db: Knex, fn: (connection: pg.ClientBase) => Promise<T>): Promise<T> {
   const client = db.client as unknown as PoolClient;
   const connection = await client.acquireConnection();
   try {
     return await fn(connection);
+  } catch (err) {
+    throw connectionFailure(connection, err);
   } finally {
     await client.releaseConnection(connection);
   }
@@ -191,10 +190,10 @@ export async function preparedRowsBeforeCommit<T>(db: Knex, name: string, text: 
   // The connection goes back to the pool once the commit is answered, either way.
   const commit = query.committed.finally(() => client.releaseConnection(connection));
   try {
-    return { rows: (await query.executed) as T[], commit };
+    return { rows: (await query.executed) as T[], commit: commit.catch((err: unknown) => Promise.reject(connectionFailure(connection, err))) };
   } catch (err) {
     await commit.catch(() => undefined);
-    throw err;
+    throw connectionFailure(connection, err);
   }
 }
 

@@ -37,7 +37,7 @@ test('generated bad requests to every operation never get a 5xx, always the enve
       if (problems.length > 0) throw new Error(`${req.method} ${req.path.slice(0, 200)} → ${res.status}: ${problems.join('; ')}`);
     }),
     // Seeded so a failure reproduces; FUZZ_SEED / FUZZ_RUNS explore further without editing the test.
-    { seed: Number(process.env.FUZZ_SEED ?? 20241030), numRuns: Number(process.env.FUZZ_RUNS ?? 400), endOnFailure: true },
+    { seed: Number(process.env.FUZZ_SEED ?? 20241030), numRuns: Number(process.env.FUZZ_RUNS ?? 600), endOnFailure: true },
   );
   // The run reached every operation and more than one kind of answer: a fuzzer stuck on 401s proves nothing.
   expect([...seen.keys()].sort()).toEqual([...getSpec().operations.keys()].sort());

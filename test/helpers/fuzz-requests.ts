@@ -1,3 +1,4 @@
+import { deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import type { CompiledSpec, SpecOperation } from '../../src/api/spec';
 import { findSpecViolations, recordResponse, type RecordedResponse } from './spec-check';
@@ -14,6 +15,8 @@ export interface FuzzRequest {
   path: string;
   headers: Record<string, string>;
   body?: string;
+  /** A Content-Encoding, and the bytes sent in place of `body`: it compressed, or junk that does not decode. */
+  encoded?: { encoding: string; bytes: Uint8Array };
 }
 
 export interface FuzzContext {
@@ -102,6 +105,14 @@ function body(example: unknown): fc.Arbitrary<string | undefined> {
         '{"task":"approve-order","start_at":"2024-02-30T00:00:00Z"}', '{"task":"approve-order","start_at":"2024-06-30T23:59:60+09:00"}',
       ),
     },
+    // Numbers JSON can write but a double cannot hold: parsed as Infinity, stored as null.
+    {
+      weight: 1,
+      arbitrary: fc
+        .tuple(fc.constantFrom('1e400', '-1e400', '1E+309', '9'.repeat(400), '-0', '1e-400', '2e308'), fc.constantFrom('approve-order', 'x'))
+        .map(([n, task]) => fc.constantFrom(`{"task":"${task}","data":{"orderId":"o","amount":${n}}}`, n, `[${n}]`, `{"approved":${n}}`, `{"task":"${task}","data":{"n":[${n}]}}`))
+        .chain((a) => a),
+    },
     { weight: 1, arbitrary: fc.constant(undefined) },
     { weight: 1, arbitrary: fc.constant(HUGE_BODY) },
   );
@@ -114,6 +125,18 @@ const contentType = fc.oneof(
   { weight: 1, arbitrary: headerText },
   { weight: 1, arbitrary: fc.constant(undefined) },
 );
+
+/** Content-Encodings: mostly none; else the body compressed as said, cut short, or bytes that are not compressed at all. */
+const encoding = fc.oneof(
+  { weight: 12, arbitrary: fc.constant(undefined) },
+  { weight: 1, arbitrary: fc.tuple(fc.constantFrom('gzip', 'deflate', 'br', 'identity', 'klingon', 'gzip, gzip'), fc.constantFrom('compressed', 'truncated', 'junk')) },
+);
+
+function encode(body: string, [name, how]: [string, string]): { encoding: string; bytes: Uint8Array } {
+  const compressed = name.startsWith('gzip') ? gzipSync(body) : name === 'deflate' ? deflateSync(body) : Buffer.from(body);
+  const bytes = how === 'compressed' ? compressed : how === 'truncated' ? compressed.subarray(0, Math.max(1, compressed.length >> 1)) : Buffer.from(`\x00\xff${body}`, 'latin1');
+  return { encoding: name, bytes };
+}
 
 /** Requests against one operation. */
 function requestFor(op: SpecOperation, ctx: FuzzContext): fc.Arbitrary<FuzzRequest> {
@@ -132,14 +155,17 @@ function requestFor(op: SpecOperation, ctx: FuzzContext): fc.Arbitrary<FuzzReque
       contentType,
       auth,
       requestId: fc.option(headerText, { nil: undefined }),
+      encoding,
     })
-    .map(({ params, query: q, body: b, contentType: ct, auth: a, requestId }) => {
+    .map(({ params, query: q, body: b, contentType: ct, auth: a, requestId, encoding: enc }) => {
       const path = op.path.replace(/\{([^}]+)\}/g, (_m, name: string) => encodeURIComponent((params as Record<string, string>)[name]));
       const headers: Record<string, string> = {};
       if (b !== undefined && ct !== undefined) headers['Content-Type'] = ct;
       if (a !== undefined) headers.Authorization = a;
       if (requestId) headers['X-Request-Id'] = requestId;
-      return { operationId: op.operationId, method: op.method, path: `${path}${q}`, headers, body: b };
+      const encoded = b !== undefined && enc !== undefined ? encode(b, enc) : undefined;
+      if (encoded) headers['Content-Encoding'] = encoded.encoding;
+      return { operationId: op.operationId, method: op.method, path: `${path}${q}`, headers, body: b, encoded };
     });
 }
 
@@ -160,7 +186,7 @@ export async function sendFuzzRequest(baseUrl: string, req: FuzzRequest, patienc
     response = await fetch(`${baseUrl}${req.path}`, {
       method: req.method,
       headers: req.headers,
-      body: req.body === undefined ? undefined : new Blob([req.body]),
+      body: req.encoded ? new Blob([Buffer.from(req.encoded.bytes)]) : req.body === undefined ? undefined : new Blob([req.body]),
       signal: AbortSignal.timeout(req.operationId === 'waitForExecution' ? patienceMs : hangMs),
     });
   } catch (err) {

@@ -50,3 +50,12 @@ describe('preparedRows', () => {
     expect(await preparedRows(t.db, 'grows_all', 'SELECT * FROM grows WHERE id = $1', [1])).toEqual([{ id: 1, note: null }]);
   });
 });
+
+describe('preparedRows', () => {
+  test('a prepared statement whose result columns a migration changed is prepared again, not failed', async () => {
+    await t.db.raw('CREATE TABLE widened (a int); INSERT INTO widened VALUES (1)');
+    expect(await preparedRows(t.db, 'widened_all', 'SELECT * FROM widened', [])).toEqual([{ a: 1 }]);
+    await t.db.raw('ALTER TABLE widened ADD COLUMN b int DEFAULT 2');
+    expect(await preparedRows(t.db, 'widened_all', 'SELECT * FROM widened', [])).toEqual([{ a: 1, b: 2 }]);
+  });
+});
