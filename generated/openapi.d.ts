@@ -243,7 +243,10 @@ export interface paths {
         };
         /**
          * Prometheus metrics
-         * @description Process, HTTP and engine metrics in the Prometheus text format.
+         * @description Process, HTTP and engine metrics in the Prometheus text format. Public unless a metrics token
+         *     is configured (`STEPWISE_METRICS_TOKEN` or `metrics.token`); then a scrape needs
+         *     `Authorization: Bearer` with that token or any API token, else 401 `unauthorized`. A
+         *     worker-only process serves the same on `STEPWISE_METRICS_PORT`, under the same rule.
          */
         get: operations["getMetrics"];
         put?: never;
@@ -515,7 +518,7 @@ export interface components {
          * @description What went wrong, as a stable snake_case string.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_data" | "unauthorized" | "execution_not_found" | "route_not_found" | "method_not_allowed" | "execution_already_exists" | "execution_not_cancellable" | "not_waiting_for_event" | "payload_too_large" | "unsupported_media_type" | "task_not_registered" | "service_unavailable" | "internal_error";
+        ErrorCode: "invalid_json" | "invalid_data" | "unauthorized" | "execution_not_found" | "route_not_found" | "method_not_allowed" | "execution_already_exists" | "execution_not_cancellable" | "not_waiting_for_event" | "payload_too_large" | "unsupported_media_type" | "task_not_registered" | "service_unavailable" | "internal_error" | "forbidden";
         /** @description One failed check of a request. */
         ErrorDetail: {
             /** @description Where the check failed: `body`, `query` or `path`, then a JSON pointer, such as `body/data/orderId` or `query/limit`. */
@@ -546,6 +549,13 @@ export interface components {
             error?: {
                 /** @constant */
                 code?: "unauthorized";
+            };
+        };
+        /** @description An envelope with code `forbidden`. */
+        ForbiddenError: components["schemas"]["ErrorEnvelope"] & {
+            error?: {
+                /** @constant */
+                code?: "forbidden";
             };
         };
         /** @description An envelope with code `execution_not_found`. */
@@ -655,6 +665,28 @@ export interface components {
                  *     }
                  */
                 "application/json": components["schemas"]["UnauthorizedError"];
+            };
+        };
+        /**
+         * @description Refused as something a web page could have made a browser send (`forbidden`): a request that
+         *     may change state from another site's `Origin`, or a `Host` that is not an allowed name. Only
+         *     while no API token is configured, or (for `Host`) when `STEPWISE_ALLOWED_HOSTS` is set.
+         */
+        Forbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "forbidden",
+                 *         "message": "cross-origin request refused: origin \"https://evil.example\" is not this server's"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ForbiddenError"];
             };
         };
         /** @description No execution has this id (none ever had, or it finished longer ago than the retention period and was deleted), or the id is not a valid id (`execution_not_found`). */
@@ -847,6 +879,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             422: components["responses"]["InvalidData"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -913,6 +946,7 @@ export interface operations {
             };
             400: components["responses"]["InvalidJson"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             /** @description The `idempotency_key` is already used by an execution of another task (`execution_already_exists`). */
             409: {
                 headers: {
@@ -1015,6 +1049,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["ExecutionNotFound"];
             422: components["responses"]["InvalidData"];
             500: components["responses"]["InternalError"];
@@ -1092,6 +1127,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["ExecutionNotFound"];
             422: components["responses"]["InvalidData"];
             500: components["responses"]["InternalError"];
@@ -1137,6 +1173,7 @@ export interface operations {
             };
             400: components["responses"]["InvalidJson"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["ExecutionNotFound"];
             /** @description The execution is completed or failed (`execution_not_cancellable`). */
             409: {
@@ -1213,6 +1250,7 @@ export interface operations {
             };
             400: components["responses"]["InvalidJson"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["ExecutionNotFound"];
             /** @description The execution is not waiting for this event (`not_waiting_for_event`). */
             409: {
@@ -1293,6 +1331,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["ExecutionNotFound"];
             422: components["responses"]["InvalidData"];
             500: components["responses"]["InternalError"];
@@ -1383,6 +1422,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             422: components["responses"]["InvalidData"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -1408,6 +1448,7 @@ export interface operations {
                     "application/yaml": string;
                 };
             };
+            403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -1489,6 +1530,8 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];
         };
     };

@@ -26,6 +26,17 @@ export const ConfigSchema = Type.Object(
         requestTimeoutMs: Type.Integer({ minimum: 1000, default: 30000 }),
         keepAliveTimeoutMs: Type.Integer({ minimum: 0, default: 5000 }),
         waitPollIntervalMs: Type.Integer({ minimum: 100, default: 5000 }),
+        allowedHosts: Type.Array(Type.String({ pattern: '^(\\*|(\\*\\.)?[A-Za-z0-9_-][A-Za-z0-9_.-]*)$' }), {
+          default: [],
+          description:
+            "host names (without port) browsers may address the server by, besides IP addresses, localhost and *.localhost: 'stepwise.internal', '*.example.com' (its subdomains) or '*' (any)",
+        }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
+    metrics: Type.Object(
+      {
+        token: Type.Optional(Type.String({ minLength: 1, description: 'when set, GET /metrics needs this bearer token (or an API token)' })),
       },
       { default: {}, additionalProperties: false },
     ),
@@ -74,6 +85,8 @@ const ENV_MAP: ReadonlyArray<readonly [string, string, 'string' | 'int' | 'list'
   ['STEPWISE_API_TOKENS', 'auth.tokens', 'list'],
   ['STEPWISE_BODY_LIMIT_BYTES', 'http.bodyLimitBytes', 'int'],
   ['STEPWISE_JSON_MAX_DEPTH', 'http.jsonMaxDepth', 'int'],
+  ['STEPWISE_ALLOWED_HOSTS', 'http.allowedHosts', 'list'],
+  ['STEPWISE_METRICS_TOKEN', 'metrics.token', 'string'],
   ['STEPWISE_DB_POOL_MAX', 'db.poolMax', 'int'],
   ['STEPWISE_CONCURRENCY', 'worker.concurrency', 'int'],
   ['STEPWISE_PREFETCH', 'worker.prefetch', 'int'],

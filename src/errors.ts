@@ -16,7 +16,8 @@ export type ErrorCode =
   | 'unsupported_media_type'
   | 'task_not_registered'
   | 'service_unavailable'
-  | 'internal_error';
+  | 'internal_error'
+  | 'forbidden';
 
 /** One failed check of a request, pointing at the offending location. */
 export interface ErrorDetail {
@@ -150,4 +151,11 @@ export function describeError(err: unknown): { errType: string; code?: string; m
   // knex reports query errors as "<sql> - <postgres message>".
   if (code && message.includes(' - ')) message = message.slice(message.lastIndexOf(' - ') + 3);
   return { errType: err.name, ...(code ? { code } : {}), message: message.slice(0, 500) };
+}
+
+/** A request refused for where it came from (another site's page, a host name not allowed), not for what it asks. */
+export class ForbiddenError extends AppError {
+  constructor(message: string) {
+    super('forbidden', 403, message);
+  }
 }

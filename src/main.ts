@@ -1,5 +1,6 @@
 import path from 'node:path';
 import closeWithGrace from 'close-with-grace';
+import { metricsTokens } from './api/auth';
 import { keepFinishedMs, type Config } from './config';
 import { createLogger, type Logger } from './logger';
 import { createDb, type Db } from './store/db';
@@ -135,8 +136,8 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
         stops.push(() => sweeper.stop());
       }
       if (!options.api && config.worker.metricsPort !== undefined) {
-        const metrics = await serveMetrics(registry, config.host, config.worker.metricsPort);
-        log.info({ url: metrics.url }, 'worker metrics listening');
+        const metrics = await serveMetrics(registry, { host: config.host, port: config.worker.metricsPort, tokens: metricsTokens(config) });
+        log.info({ url: metrics.url, metrics: config.metrics.token === undefined ? 'public' : 'token' }, 'worker metrics listening');
         stops.push(metrics.close);
       }
     }

@@ -1,7 +1,9 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { createBearerCheck } from './api/auth';
 import type { WorkerObserver } from './engine/worker';
+import { AppError, UnauthorizedError } from './errors';
 
 const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
 
@@ -66,23 +68,46 @@ export function observeRetention(registry: Registry): (count: number) => void {
   return (count) => deleted.inc(count);
 }
 
+/** How a worker-only process serves GET /metrics. */
+export interface MetricsServerOptions {
+  host: string;
+  port: number;
+  /** Bearer tokens a scrape must present (see metricsTokens in api/auth.ts); empty: public. */
+  tokens: readonly string[];
+}
+
+/** The API's common headers (see api/response-headers.ts). */
+const ANSWER_HEADERS = { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' };
+
+/** An error envelope by hand: this server is plain node:http, without the API's middleware. */
+function sendError(res: http.ServerResponse, error: AppError): void {
+  res.writeHead(error.status, { ...ANSWER_HEADERS, ...error.headers, 'content-type': 'application/json' });
+  res.end(JSON.stringify({ error: { code: error.code, message: error.message } }));
+}
+
 /** Serves GET /metrics for a worker-only process (an API process serves it on its own port). */
-export async function serveMetrics(registry: Registry, host: string, port: number): Promise<{ url: string; close: () => Promise<void> }> {
+export async function serveMetrics(registry: Registry, options: MetricsServerOptions): Promise<{ url: string; close: () => Promise<void> }> {
+  const isAuthorized = createBearerCheck(options.tokens);
   const server = http.createServer((req, res) => {
     if (req.method !== 'GET' || req.url !== '/metrics') {
-      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"code":"route_not_found","message":"only GET /metrics is served here"}}');
+      sendError(res, new AppError('route_not_found', 404, 'only GET /metrics is served here'));
+      return;
+    }
+    if (!isAuthorized(req.headers.authorization)) {
+      sendError(res, new UnauthorizedError());
       return;
     }
     registry.metrics().then(
-      (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
-      () => res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":{"code":"internal_error","message":"an internal error occurred"}}'),
+      (text) => res.writeHead(200, { ...ANSWER_HEADERS, 'content-type': registry.contentType }).end(text),
+      () => sendError(res, new AppError('internal_error', 500, 'an internal error occurred')),
     );
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, host, () => resolve());
+    server.listen(options.port, options.host, () => resolve());
   });
   const address = server.address() as AddressInfo;
+  const host = options.host.includes(':') ? `[${options.host}]` : options.host;
   return {
     url: `http://${host}:${address.port}/metrics`,
     close: () => new Promise((resolve) => server.close(() => resolve())),

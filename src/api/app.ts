@@ -2,6 +2,7 @@ import Koa from 'koa';
 import Router from '@koa/router';
 import { MethodNotAllowedError, RouteNotFoundError } from '../errors';
 import { logRequests } from './access-log';
+import { refuseCrossSiteRequests } from './browser-guard';
 import type { ApiDeps } from './deps';
 import { handleErrors } from './error-middleware';
 import { addEventRoutes } from './events';
@@ -9,6 +10,7 @@ import { addExecutionRoutes } from './executions';
 import { addOperationalRoutes } from './health';
 import { addMetricsRoute, measureRequests } from './metrics';
 import { assignRequestId } from './request-id';
+import { setResponseHeaders } from './response-headers';
 import type { ApiState } from './state';
 import { addTaskRoutes } from './tasks';
 import { addWaitRoute } from './wait';
@@ -26,8 +28,9 @@ function rejectUnrouted(router: Router<ApiState>): Koa.Middleware<ApiState> {
 }
 
 /**
- * The Koa application: request id, timing and logging, the error envelope, then the routes of
- * openapi.yaml (each behind its own auth, body parsing and validation), then 404/405.
+ * The Koa application: request id, timing and logging, common headers, the error envelope, the
+ * cross-site guard, then the routes of openapi.yaml (each behind its own auth, body parsing and
+ * validation), then 404/405.
  */
 export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   const app = new Koa<ApiState>();
@@ -46,7 +49,10 @@ export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   app.use(assignRequestId());
   app.use(measureRequests(deps.registry));
   app.use(logRequests(deps.log));
+  app.use(setResponseHeaders());
   app.use(handleErrors(deps.log));
+  // Before any route, so a refused request is never authenticated, parsed or answered otherwise.
+  app.use(refuseCrossSiteRequests(deps.config));
   app.use(router.routes());
   // Dashboard and API reference: public pages and assets; the API calls they make need the token.
   app.use(serveDashboard({ basePath: base }));

@@ -1,7 +1,10 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Middleware } from 'koa';
+import type { Config } from '../config';
 import { UnauthorizedError } from '../errors';
 import type { ApiState } from './state';
+
+const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
 function digest(value: string): Buffer {
   return createHash('sha256').update(value, 'utf8').digest();
@@ -20,17 +23,37 @@ export function isTokenAccepted(digests: readonly Buffer[], presented: string): 
 }
 
 /**
+ * A check of an `Authorization` header against `tokens`: true for `Bearer <one of them>`, and for
+ * anything at all when `tokens` is empty (that check is off). Koa-free, so the worker's own metrics
+ * server uses it too.
+ */
+export function createBearerCheck(tokens: readonly string[]): (authorization: string | undefined) => boolean {
+  const digests = tokens.map(digest);
+  return (authorization) => {
+    if (digests.length === 0) return true;
+    const match = BEARER.exec(authorization ?? '');
+    return match !== null && isTokenAccepted(digests, match[1]);
+  };
+}
+
+/**
  * Bearer-token auth, mounted on every operation openapi.yaml protects (by the route itself, never by
  * matching path strings, which case or slash variants could slip past). With no tokens configured it
  * lets every request through (the server logs at start-up that auth is off). Tokens are never logged.
  */
 export function requireBearerToken(tokens: readonly string[]): Middleware<ApiState> {
-  const digests = tokens.map(digest);
+  const isAccepted = createBearerCheck(tokens);
   return async (ctx, next) => {
-    if (digests.length > 0) {
-      const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(ctx.get('Authorization'));
-      if (!match || !isTokenAccepted(digests, match[1])) throw new UnauthorizedError();
-    }
+    if (!isAccepted(ctx.get('Authorization'))) throw new UnauthorizedError();
     await next();
   };
+}
+
+/**
+ * The tokens GET /metrics accepts: none (it is public, as before) without a metrics token; with one,
+ * that token and every API token, so a small setup needs a single token while a scraper can be given
+ * one that opens nothing else.
+ */
+export function metricsTokens(config: Pick<Readonly<Config>, 'auth' | 'metrics'>): string[] {
+  return config.metrics.token === undefined ? [] : [config.metrics.token, ...config.auth.tokens];
 }

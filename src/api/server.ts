@@ -8,7 +8,7 @@ import { CHANNEL_CHANGED, CHANNEL_TASKS } from '../store/channels';
 import type { Db } from '../store/db';
 import { NotificationListener } from '../store/listener';
 import { createApiApp } from './app';
-import { requireBearerToken } from './auth';
+import { metricsTokens, requireBearerToken } from './auth';
 import { ExecutionWaiters } from './execution-waiters';
 import { measureLongPolls } from './metrics';
 import { measureQueue } from './queue-metrics';
@@ -143,7 +143,10 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     finishedCounts,
     routes: {
       spec,
-      authenticate: requireBearerToken(config.auth.tokens),
+      authenticators: {
+        bearerAuth: requireBearerToken(config.auth.tokens),
+        metricsToken: requireBearerToken(metricsTokens(config)),
+      },
       bodyLimitBytes: config.http.bodyLimitBytes,
       jsonMaxDepth: config.http.jsonMaxDepth,
     },
@@ -163,7 +166,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
   const url = `http://${host}:${port}${config.basePath}`;
   const authOn = config.auth.tokens.length > 0;
-  log.info({ url, auth: authOn ? 'on' : 'off', tokens: undefined }, 'api server listening');
+  log.info({ url, auth: authOn ? 'on' : 'off', metrics: config.metrics.token === undefined ? 'public' : 'token', tokens: undefined }, 'api server listening');
   if (!authOn) log.warn('authentication is off: no API tokens configured (set STEPWISE_API_TOKENS)');
   let closing: Promise<void> | undefined;
   return {

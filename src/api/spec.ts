@@ -33,7 +33,9 @@ export interface SpecOperation {
   path: string;
   /** The same path as @koa/router writes it, `/api/v1/executions/:id`. */
   routerPath: string;
-  /** False for operations declared with `security: []`. */
+  /** The security scheme the operation declares (`bearerAuth` unless it says otherwise), or undefined for `security: []`. */
+  securityScheme: string | undefined;
+  /** True when it needs an API token (`bearerAuth`). */
   requiresAuth: boolean;
   pathParams: string[];
   queryParams: string[];
@@ -127,13 +129,17 @@ function compileOperation(doc: Json, ajvs: { plain: Ajv2020; coercing: Ajv2020 }
   }
   const responses = op.responses as Json;
   const compiled = new Map<string, SpecResponse>();
-  const security = (op.security ?? doc.security) as unknown[] | undefined;
+  const security = (op.security ?? doc.security) as Json[] | undefined;
+  const schemes = [...new Set((security ?? []).flatMap((requirement) => Object.keys(requirement)))];
+  // The server mounts one authenticator per operation; alternatives it cannot enforce must not pass unnoticed.
+  if (schemes.length > 1) throw new Error(`openapi.yaml: ${String(op.operationId)} declares more than one security scheme`);
   return {
     operationId: op.operationId as string,
     method: method.toUpperCase(),
     path: p,
     routerPath: p.replace(/\{([^}]+)\}/g, ':$1'),
-    requiresAuth: Array.isArray(security) && security.length > 0,
+    securityScheme: schemes[0],
+    requiresAuth: schemes[0] === 'bearerAuth',
     pathParams: pathParams.map((x) => x.value.name as string),
     queryParams: queryParams.map((x) => x.value.name as string),
     validatePath: compileParameters(ajvs.plain, pathParams),

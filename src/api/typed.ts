@@ -66,23 +66,26 @@ async function retryingConflicts<T>(run: () => Promise<T>): Promise<T> {
 /** What every route needs besides its handler. */
 export interface RouteOptions {
   spec: CompiledSpec;
-  /** Runs first on every operation that declares security. */
-  authenticate: Middleware<ApiState>;
+  /** By security scheme of openapi.yaml (`bearerAuth`, `metricsToken`): runs first on every operation that declares it. */
+  authenticators: Readonly<Record<string, Middleware<ApiState>>>;
   bodyLimitBytes: number;
   jsonMaxDepth: number;
 }
 
 /**
- * Mounts the handler of `operationId` at the method and path openapi.yaml gives it, behind bearer
- * auth (when the operation declares security), body parsing (when it takes a body) and request
- * validation. Because the handler's result is
- * typed from the generated `operations`, a status or body the spec does not list fails the typecheck.
+ * Mounts the handler of `operationId` at the method and path openapi.yaml gives it, behind the
+ * authenticator of the security scheme it declares (if any), body parsing (when it takes a body) and
+ * request validation. Because the handler's result is typed from the generated `operations`, a
+ * status or body the spec does not list fails the typecheck.
  */
 export function addOperation<K extends OperationId>(router: Router<ApiState>, options: RouteOptions, operationId: K, handler: Handler<K>): void {
   const op = options.spec.operations.get(operationId);
   if (!op) throw new Error(`openapi.yaml has no operation ${operationId}`);
+  const authenticate = op.securityScheme === undefined ? undefined : options.authenticators[op.securityScheme];
+  // A scheme without its middleware would leave the operation open: refuse to start instead.
+  if (op.securityScheme !== undefined && !authenticate) throw new Error(`no authenticator for ${op.securityScheme}, which ${operationId} declares`);
   const chain = [
-    ...(op.requiresAuth ? [options.authenticate] : []),
+    ...(authenticate ? [authenticate] : []),
     ...(op.body ? [readJsonBody({ limitBytes: options.bodyLimitBytes, maxDepth: options.jsonMaxDepth })] : []),
     validateRequest(op),
     async (ctx: ApiContext) => {

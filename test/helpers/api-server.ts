@@ -41,6 +41,8 @@ export interface TestApi {
 
 export interface TestApiOptions {
   tokens?: string[];
+  /** `metrics.token`: GET /metrics then needs it (or an API token). */
+  metricsToken?: string;
   basePath?: string;
   http?: Partial<Config['http']>;
   logLevel?: string;
@@ -63,6 +65,7 @@ export async function startTestApi(options: TestApiOptions = {}): Promise<TestAp
       port: 0,
       basePath: options.basePath ?? '',
       'auth.tokens': options.tokens ?? [],
+      'metrics.token': options.metricsToken,
       ...Object.fromEntries(Object.entries(options.http ?? {}).map(([k, v]) => [`http.${k}`, v])),
     },
   });

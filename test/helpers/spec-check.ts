@@ -13,7 +13,7 @@ export interface RecordedResponse {
   body: unknown;
 }
 
-const UNROUTED_CODES: Record<number, string> = { 404: 'route_not_found', 405: 'method_not_allowed', 401: 'unauthorized' };
+const UNROUTED_CODES: Record<number, string> = { 404: 'route_not_found', 405: 'method_not_allowed', 401: 'unauthorized', 403: 'forbidden' };
 
 function parseJson(text: string): unknown {
   try {
@@ -33,8 +33,9 @@ export async function recordResponse(method: string, path: string, response: Res
  * What is wrong with `res` according to openapi.yaml, using the same Ajv validators the server is
  * built from: the status must be one the operation lists, the body must match that response's
  * schema, its required headers must be present, and the media type must agree. A request that no
- * operation matches may only get the envelope with route_not_found, method_not_allowed or (under
- * `/api/v1`, before routing) unauthorized. An empty list means the response is in the contract.
+ * operation matches may only get the envelope with route_not_found, method_not_allowed, (under
+ * `/api/v1`, before routing) unauthorized, or (from the cross-site guard, which runs before routing)
+ * forbidden. An empty list means the response is in the contract.
  */
 export function findSpecViolations(res: RecordedResponse, operationId?: string): string[] {
   const spec = getSpec();

@@ -38,4 +38,22 @@ describe('configuration', () => {
     expect(() => loadConfig({ file: file({ retention: { keepFinished: '59s' } }), env: {} })).toThrow(/^retention.keepFinished must be at least a minute/);
     expect(() => loadConfig({ env: { STEPWISE_RETENTION_SWEEP_MS: '10' } })).toThrow(/\/retention\/sweepIntervalMs must be >= 1000/);
   });
+
+  test('allowed hosts: none by default, a comma-separated STEPWISE_ALLOWED_HOSTS, names and *.suffix only', () => {
+    expect(loadConfig({ env: {} }).http.allowedHosts).toEqual([]);
+    expect(loadConfig({ env: { STEPWISE_ALLOWED_HOSTS: 'stepwise.internal, *.corp.example,*' } }).http.allowedHosts).toEqual(['stepwise.internal', '*.corp.example', '*']);
+    expect(loadConfig({ file: file({ http: { allowedHosts: ['a.example'] } }), env: {} }).http.allowedHosts).toEqual(['a.example']);
+    for (const bad of ['example.com:8080', 'https://example.com', 'a*.example.com', '.example.com', 'exa mple']) {
+      expect(() => loadConfig({ env: { STEPWISE_ALLOWED_HOSTS: bad } })).toThrow(/\/http\/allowedHosts\/0 must match pattern/);
+    }
+  });
+
+  test('metrics token: none by default, STEPWISE_METRICS_TOKEN or metrics.token, never empty', () => {
+    expect(loadConfig({ env: {} }).metrics.token).toBeUndefined();
+    expect(loadConfig({ env: { STEPWISE_METRICS_TOKEN: 'scrape-me' } }).metrics.token).toBe('scrape-me');
+    expect(loadConfig({ file: file({ metrics: { token: 'from-file' } }), env: {} }).metrics.token).toBe('from-file');
+    expect(loadConfig({ env: { STEPWISE_METRICS_TOKEN: '' } }).metrics.token).toBeUndefined();
+    expect(() => loadConfig({ file: file({ metrics: { token: '' } }), env: {} })).toThrow(/\/metrics\/token must NOT have fewer than 1 characters/);
+    expect(() => loadConfig({ file: file({ metrics: { tokens: ['x'] } }), env: {} })).toThrow(/additional properties \(tokens\)/);
+  });
 });
