@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { ConfigError, keepFinishedMs, loadConfig, parseRetention, type Config } from './config';
+import { TasksFileError } from './engine/registry';
 import { createLogger } from './logger';
 import { EXAMPLE_TASKS_FILE, pruneNow, runMigrations, startStepwise, stopOnSignals, StartupError } from './main';
 
@@ -130,7 +131,7 @@ export async function main(argv: string[]): Promise<void> {
   try {
     await buildProgram().parseAsync(argv);
   } catch (err) {
-    if (err instanceof ConfigError || err instanceof StartupError || (err instanceof Error && /^tasks file /.test(err.message))) {
+    if (err instanceof ConfigError || err instanceof StartupError || err instanceof TasksFileError) {
       process.stderr.write(`stepwise: ${err.message}\n`);
       process.exit(1);
     }

@@ -122,9 +122,13 @@ export class UnsupportedMediaTypeError extends AppError {
   }
 }
 
+/**
+ * A task no worker has registered: the API's 422, and what schedule() throws when given a task's
+ * name (exported from 'stepwise').
+ */
 export class TaskNotRegisteredError extends AppError {
-  constructor(task: string) {
-    super('task_not_registered', 422, `task ${JSON.stringify(task.slice(0, 255))} is not registered`);
+  constructor(readonly task: string) {
+    super('task_not_registered', 422, `task ${JSON.stringify(task.slice(0, 255))} is not registered: no worker serving it has started against this database`);
   }
 }
 

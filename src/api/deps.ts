@@ -8,7 +8,7 @@ import type { ExecutionRecord } from '../store/rows';
 import type { ExecutionWaiters } from './execution-waiters';
 import type { FinishedCounts } from './finished-counts';
 import type { CompiledSpec } from './spec';
-import type { TaskSchemaCache } from './task-schemas';
+import type { TaskSchemaCache } from '../store/task-schemas';
 import type { RouteOptions } from './typed';
 
 /** What the API's handlers are built from; everything is passed in, nothing is a module singleton. */
@@ -22,7 +22,7 @@ export interface ApiDeps {
   taskSchemas: TaskSchemaCache;
   routes: RouteOptions;
   /** Concurrent schedule requests share one INSERT and one commit (see createScheduler). */
-  scheduler: GroupCommitter<NewExecution, ScheduleResult>;
+  inserts: GroupCommitter<NewExecution, ScheduleResult>;
   /** Reads of single executions that arrive together share one query (see createExecutionReader). */
   reader: GroupCommitter<string, ExecutionRecord | undefined>;
   /** Finished executions per task and status, recounted in the background (see FinishedCounts). */

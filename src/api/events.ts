@@ -3,6 +3,7 @@ import { ExecutionNotFoundError, NotWaitingForEventError, TaskNotRegisteredError
 import { deliverEvent, getExecution } from '../store/executions';
 import type { ApiDeps } from './deps';
 import type { ApiState } from './state';
+import { toValidEvent } from './task-checks';
 import { addOperation } from './typed';
 
 /** Event delivery to waiting executions. */
@@ -22,8 +23,7 @@ export function addEventRoutes(router: Router<ApiState>, deps: ApiDeps): void {
       if (err instanceof TaskNotRegisteredError) return undefined;
       throw err;
     });
-    // A task no longer registered has no schema to check against: any payload is accepted.
-    const stored = taskSchemas.toValidEvent(task, params.event_name, payload);
+    const stored = toValidEvent(task, params.event_name, payload);
     const outcome = await deliverEvent(db, params.id, params.event_name, stored);
     if (outcome.kind === 'not_waiting') throw new NotWaitingForEventError(params.id, params.event_name);
     return { status: 200, body: { status: 'delivered' as const, execution_id: outcome.execution.id, event_name: params.event_name, execution_status: outcome.execution.status } };

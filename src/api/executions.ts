@@ -7,11 +7,12 @@ import { loadSteps } from '../store/steps';
 import type { ApiDeps } from './deps';
 import { toExecution, toExecutionSummary, toScheduledExecution, toStep } from './representations';
 import type { ApiState } from './state';
+import { toValidData } from './task-checks';
 import { addOperation } from './typed';
 
 /** Schedule, read, list, cancel and the steps of executions. */
 export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): void {
-  const { db, taskSchemas, scheduler } = deps;
+  const { db, taskSchemas, inserts } = deps;
 
   addOperation(router, deps.routes, 'scheduleExecution', async ({ body }) => {
     // The body's shape was checked by validation; now the task, then its data (the contract's order).
@@ -24,8 +25,8 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
       throw new InvalidDataError('request body is invalid', [{ path: 'body/start_at', message: 'must be an instant in the years 0001 to 9999 (UTC)' }]);
     }
     const task = await taskSchemas.getTask(body.task);
-    const data = taskSchemas.toValidData(task, body.data);
-    const result = await scheduler.submit({ task: body.task, data, idempotencyKey: body.idempotency_key, startAt });
+    const data = toValidData(task, body.data);
+    const result = await inserts.submit({ task: body.task, data, idempotencyKey: body.idempotency_key, startAt });
     if (result.created) return { status: 201, body: toScheduledExecution(result.execution) };
     if (result.execution.task !== body.task) throw new ExecutionAlreadyExistsError(body.idempotency_key ?? '', result.execution.task);
     return { status: 200, body: toScheduledExecution(result.execution) };

@@ -13,8 +13,8 @@ import { ExecutionWaiters } from './execution-waiters';
 import { measureLongPolls } from './metrics';
 import { measureQueue } from './queue-metrics';
 import { getSpec } from './spec';
-import { TaskSchemaCache } from './task-schemas';
-import { createScheduler } from './scheduler';
+import { TaskSchemaCache } from '../store/task-schemas';
+import { createInsertBatcher } from './insert-batcher';
 import { createExecutionReader } from './execution-reader';
 import { FinishedCounts } from './finished-counts';
 import { countFinishedExecutions } from '../store/tasks';
@@ -138,7 +138,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     registry,
     waiters,
     taskSchemas,
-    scheduler: createScheduler(db),
+    inserts: createInsertBatcher(db),
     reader: createExecutionReader(db),
     finishedCounts,
     routes: {

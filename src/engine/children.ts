@@ -1,4 +1,4 @@
-import { TaskSchemaCache } from '../api/task-schemas';
+import { TaskSchemaCache } from '../store/task-schemas';
 import { describeSchemaErrors } from '../domain/json-schema';
 import { TaskNotRegisteredError } from '../errors';
 import type { Db } from '../store/db';

@@ -73,6 +73,11 @@ export function collectTasks(moduleExports: unknown): TaskDefinition[] {
   return [...new Set(found)];
 }
 
+/** A tasks module that cannot be used: the operator's to fix, reported in one line. */
+export class TasksFileError extends Error {
+  override name = 'TasksFileError';
+}
+
 /**
  * Loads a tasks module (.ts through tsx, .js, .cjs, .mjs) and returns its tasks. CommonJS and
  * TypeScript modules are loaded with `require`, so their `import ... from 'stepwise'` shares this
@@ -81,8 +86,8 @@ export function collectTasks(moduleExports: unknown): TaskDefinition[] {
  */
 export async function loadTasksModule(file: string): Promise<TaskDefinition[]> {
   const absolute = path.resolve(file);
-  if (!/\.(ts|cts|mts|js|cjs|mjs)$/.test(absolute)) throw new Error(`tasks file ${file} must be a .ts, .js or .mjs module`);
-  if (!existsSync(absolute)) throw new Error(`tasks file ${file} does not exist`);
+  if (!/\.(ts|cts|mts|js|cjs|mjs)$/.test(absolute)) throw new TasksFileError(`tasks file ${file} must be a .ts, .js or .mjs module`);
+  if (!existsSync(absolute)) throw new TasksFileError(`tasks file ${file} does not exist`);
   let mod: unknown;
   try {
     if (/\.(mjs|mts)$/.test(absolute)) {
@@ -93,9 +98,9 @@ export async function loadTasksModule(file: string): Promise<TaskDefinition[]> {
       mod = require(absolute);
     }
   } catch (err) {
-    throw new Error(`tasks file ${file} failed to load: ${(err as Error).message}`);
+    throw new TasksFileError(`tasks file ${file} failed to load: ${(err as Error).message}`);
   }
   const tasks = collectTasks(mod);
-  if (tasks.length === 0) throw new Error(`tasks file ${file} exports no task made by defineTask`);
+  if (tasks.length === 0) throw new TasksFileError(`tasks file ${file} exports no task made by defineTask`);
   return tasks;
 }

@@ -6,10 +6,14 @@ import { reservedKeyPrefix } from '../domain/keys';
 import { compileJsonSchema, describeSchemaErrors, SchemaValidators } from '../domain/json-schema';
 import { toStoredValue } from '../domain/json';
 import type { ExecutionStatus } from '../domain/status';
-import { insertExecutionsWith, onCallerConnection, type Queryable } from '../store/executions';
+import { onCallerConnection, type Queryable } from '../store/db';
+import { insertExecutionsWith } from '../store/executions';
+import { readDataSchemaText } from '../store/tasks';
 import { isTaskDefinition, TASK_NAME, type TaskDefinition } from './task';
+import { TaskNotRegisteredError } from '../errors';
 
 export type { Queryable };
+export { TaskNotRegisteredError };
 
 /** Options of schedule(), as POST /executions' body. */
 export interface ScheduleOptions {
@@ -38,17 +42,6 @@ export class IdempotencyKeyConflictError extends Error {
     readonly existingTask: string,
   ) {
     super(`idempotency key ${JSON.stringify(idempotencyKey)} is already used by an execution of task "${existingTask}"`);
-  }
-}
-
-/**
- * schedule() was given the name of a task that no worker has registered. (The API has an error of
- * the same name for its 422 answer, in src/errors.ts; this one is the SDK's, exported from 'stepwise'.)
- */
-export class TaskNotRegisteredError extends Error {
-  override name = 'TaskNotRegisteredError';
-  constructor(readonly task: string) {
-    super(`task "${task}" is not registered: no worker serving it has started against this database`);
   }
 }
 
@@ -126,7 +119,7 @@ export async function schedule(db: Queryable, task: TaskDefinition | string, dat
   }
   const [result] = await onCallerConnection(db, async (run) => {
     if (byName) {
-      const [registered] = await run<{ schema: string | null }>('', 'SELECT data_schema::text AS schema FROM stepwise.tasks WHERE name = $1', [name]);
+      const registered = await readDataSchemaText(run, name);
       if (!registered) throw new TaskNotRegisteredError(name);
       // NULL (or JSON null) is a task without a schema; any other value, even `false`, is one, as for the API.
       if (registered.schema !== null && registered.schema !== 'null') checkData(registeredValidator(name, registered.schema));

@@ -1,8 +1,7 @@
-import type { Knex } from 'knex';
 import pg from 'pg';
 import { newExecutionId } from '../domain/ids';
 import type { ExecutionStatus } from '../domain/status';
-import { preparedRows, queryRows, withReadCommitted, type Db } from './db';
+import { preparedRows, queryRows, withReadCommitted, type Db, type Runner } from './db';
 import { CHANNEL_CHANGED, CHANNEL_CANCEL, CHANNEL_WORK } from './channels';
 import { rowToExecution, toJsonb, type ExecutionRecord, type ExecutionRow } from './rows';
 
@@ -34,7 +33,7 @@ function toScheduledRecord(row: ScheduledRow): ScheduledRecord {
 }
 
 /**
- * Inserts executions, several at once when the scheduler batches concurrent requests. An idempotency
+ * Inserts executions, several at once when the API batches concurrent requests. An idempotency
  * key that is already taken (also by a concurrent insert, or twice within the batch) yields the
  * existing row, never a second one: ON CONFLICT DO NOTHING leans on the unique index, and the rows it
  * skipped are read back afterwards. One plain INSERT, no CTE: it returns only the four columns the
@@ -56,33 +55,6 @@ export async function insertExecutions(db: Db, items: readonly NewExecution[]): 
 }
 
 /**
- * A connection, pool or transaction of the caller's: node-postgres's (Client, PoolClient, Pool) or
- * knex's (an instance or a transaction). Statements run on it take part in its transaction.
- */
-export type Queryable = { query(config: { name?: string; text: string; values: unknown[] }): Promise<{ rows: unknown[] }> } | Knex;
-
-function isKnex(q: Queryable): q is Knex {
-  return typeof (q as Knex).raw === 'function' && typeof (q as Knex).client === 'object';
-}
-
-/**
- * Runs `fn` with statements on the caller's connection or transaction (see Queryable), so that what
- * it writes commits with the caller's own writes, or not at all. Statements are unnamed, and go
- * straight to knex's pg connection (a transaction's own, or one from its pool), so that the instance's
- * postProcessResponse or wrapIdentifier hooks never see their results.
- */
-export async function onCallerConnection<T>(q: Queryable, fn: (run: Runner) => Promise<T>): Promise<T> {
-  if (!isKnex(q)) return fn(unnamedOn(q));
-  const client = q.client as unknown as { acquireConnection(): Promise<pg.ClientBase>; releaseConnection(c: pg.ClientBase): Promise<void> };
-  const connection = await client.acquireConnection();
-  try {
-    return await fn(unnamedOn(connection));
-  } finally {
-    await client.releaseConnection(connection);
-  }
-}
-
-/**
  * insertExecutions through a runner of onCallerConnection: in a REPEATABLE READ or SERIALIZABLE
  * transaction, a key taken by a transaction that committed after this one began is a serialization
  * failure, which the caller retries as any other.
@@ -90,21 +62,6 @@ export async function onCallerConnection<T>(q: Queryable, fn: (run: Runner) => P
 export function insertExecutionsWith(run: Runner, items: readonly NewExecution[]): Promise<ScheduleResult[]> {
   return insertWith(run, items);
 }
-
-/**
- * Unnamed statements on the caller's connections: a named one would be prepared on every connection
- * it meets, which poolers in transaction mode (PgBouncer, RDS Proxy, Supavisor) refuse or pin.
- */
-function unnamedOn(q: { query(config: { text: string; values: unknown[] }): Promise<{ rows: unknown[] }> }): Runner {
-  const run = async <T>(_name: string, text: string, values: readonly unknown[]) => (await q.query({ text, values: values as unknown[] })).rows as T[];
-  return Object.assign(run, { unprepared: true });
-}
-
-/**
- * Runs one statement (as a named prepared statement, on Stepwise's own pool) and returns its rows.
- * `unprepared`: every statement is parsed and planned anew, so one row takes ONE_ROW_SQL instead.
- */
-export type Runner = (<T>(name: string, text: string, values: readonly unknown[]) => Promise<T[]>) & { unprepared?: boolean };
 
 async function insertWith(run: Runner, items: readonly NewExecution[]): Promise<ScheduleResult[]> {
   const results = await insertOnce(run, items);

@@ -1,5 +1,5 @@
 import { CHANNEL_TASKS } from './channels';
-import { queryRows, type Db } from './db';
+import { queryRows, type Db, type Runner } from './db';
 import { TERMINAL_STATUS_LIST, toJsonb } from './rows';
 
 /** A task as workers register it: its name and the JSON Schemas the API validates against. */
@@ -117,4 +117,14 @@ export async function countActiveExecutions(db: Db): Promise<StatusCount[]> {
 export async function countPendingNotDue(db: Db): Promise<number> {
   const [row] = await queryRows<{ n: number }>(db, "SELECT count(*)::int AS n FROM stepwise.executions WHERE status = 'pending' AND due_at > now()");
   return row.n;
+}
+
+/**
+ * A registered task's data schema as the JSON text PostgreSQL prints (so the caller's jsonb type
+ * parser plays no part), read through `run` (the caller's own connection, for schedule()); undefined
+ * when no worker registered the task.
+ */
+export async function readDataSchemaText(run: Runner, name: string): Promise<{ schema: string | null } | undefined> {
+  const [row] = await run<{ schema: string | null }>('', 'SELECT data_schema::text AS schema FROM stepwise.tasks WHERE name = $1', [name]);
+  return row;
 }

@@ -1,6 +1,6 @@
 // Group commit of schedules.
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { createScheduler } from '../../src/api/scheduler';
+import { createInsertBatcher } from '../../src/api/insert-batcher';
 
 let t: TestDatabase;
 beforeAll(async () => {
@@ -12,7 +12,7 @@ afterAll(async () => {
 
 describe('schedule group commit', () => {
   test('schedules that arrive together share a few statements, idempotency keys included', async () => {
-    const batcher = createScheduler(t.db);
+    const batcher = createInsertBatcher(t.db);
     let inserts = 0;
     const count = (q: { sql: string }) => void (q.sql.includes('INSERT INTO stepwise.executions') && inserts++);
     t.db.on('query', count);
@@ -33,7 +33,7 @@ describe('schedule group commit', () => {
   });
 
   test('a row the database refuses fails only its own request', async () => {
-    const batcher = createScheduler(t.db);
+    const batcher = createInsertBatcher(t.db);
     const outcomes = await Promise.allSettled([
       batcher.submit({ task: 'batch', data: { ok: 1 } }),
       batcher.submit({ task: 'batch', data: { bad: 'nul\u0000' } }),
@@ -43,7 +43,7 @@ describe('schedule group commit', () => {
   });
 
   test('hundreds of schedules at once all succeed', async () => {
-    const batcher = createScheduler(t.db);
+    const batcher = createInsertBatcher(t.db);
     const results = await Promise.all(Array.from({ length: 450 }, (_, i) => batcher.submit({ task: 'batch-max', data: i })));
     expect(results.every((r) => r.created)).toBe(true);
   });

@@ -4,7 +4,7 @@ import { EventEmitter } from 'node:events';
 import { startTestApi, type TestApi } from '../helpers/api-server';
 import { registerTask, uniqueTask } from '../helpers/simulated-worker';
 import { waitUntil } from '../helpers/wait-until';
-import { TaskSchemaCache } from '../../src/api/task-schemas';
+import { TaskSchemaCache } from '../../src/store/task-schemas';
 import { CHANNEL_TASKS } from '../../src/store/channels';
 
 let api: TestApi;

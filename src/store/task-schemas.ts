@@ -1,14 +1,12 @@
 import type { EventEmitter } from 'node:events';
 import type { ValidateFunction } from 'ajv';
 import { SchemaValidators } from '../domain/json-schema';
-import { toStoredValue } from '../domain/json';
-import { InvalidDataError, TaskNotRegisteredError } from '../errors';
-import { CHANNEL_TASKS } from '../store/channels';
-import type { Db } from '../store/db';
-import { getTask } from '../store/tasks';
-import { toErrorDetails } from './validation';
+import { TaskNotRegisteredError } from '../errors';
+import { CHANNEL_TASKS } from './channels';
+import type { Db } from './db';
+import { getTask } from './tasks';
 
-/** A task as the API needs it: validators for its data and for each event it declared. */
+/** A registered task as the API and child executions check it: validators for its data and for each event it declared. */
 export interface TaskValidators {
   name: string;
   validateData: ValidateFunction | undefined;
@@ -138,42 +136,9 @@ export class TaskSchemaCache {
     return task;
   }
 
-  /**
-   * `data` as it will be stored (see toStoredValue: what a handler will receive), checked against the
-   * task's schema; throws invalid_data (with details) when it fails.
-   */
-  toValidData(task: TaskValidators, data: unknown): unknown {
-    const stored = asStored(data, 'body/data');
-    if (task.validateData && !task.validateData(stored)) {
-      throw new InvalidDataError(`data does not match the schema of task ${JSON.stringify(task.name)}`, toErrorDetails('body/data', task.validateData.errors));
-    }
-    return stored;
-  }
-
-  /** `payload` as it will be stored, checked against the schema the task declared for `event` (invalid_data otherwise). */
-  toValidEvent(task: TaskValidators | undefined, event: string, payload: unknown): unknown {
-    const stored = asStored(payload, 'body');
-    const validate = task?.validateEvent.get(event);
-    if (validate && !validate(stored)) {
-      throw new InvalidDataError(
-        `payload does not match the schema of event ${JSON.stringify(event.slice(0, 100))} of task ${JSON.stringify(task?.name)}`,
-        toErrorDetails('body', validate.errors),
-      );
-    }
-    return stored;
-  }
-
   private compile(schema: unknown): ValidateFunction | undefined {
     if (schema === null || schema === undefined) return undefined;
     return this.validators.get(JSON.stringify(schema), () => schema);
   }
 }
 
-/** The value as it will be stored, the same check schedule() makes; what cannot be stored is invalid_data. */
-function asStored(value: unknown, path: string): unknown {
-  try {
-    return toStoredValue(value, path);
-  } catch (err) {
-    throw new InvalidDataError(`${path} cannot be stored`, [{ path, message: (err as Error).message }]);
-  }
-}
