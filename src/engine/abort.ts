@@ -1,7 +1,7 @@
 /**
  * An AbortController that builds its signal only when asked for one. A worker needs a way to stop
  * every execution it runs, but most handlers never read ctx.signal, and building an AbortSignal costs
- * several microseconds (measured: 3 % of a busy worker's CPU). Aborting before the signal exists
+ * several microseconds, a visible share of a busy worker's CPU. Aborting before the signal exists
  * hands out a signal that is already aborted, with the same reason.
  */
 export class LazyAbortController {

@@ -39,12 +39,12 @@ function toScheduledRecord(row: ScheduledRow): ScheduledRecord {
  * skipped are read back afterwards. One plain INSERT, no CTE: it returns only the four columns the
  * caller answers with (not the data it just sent, which would travel back and be parsed again), and
  * wakes the workers from RETURNING. pg_notify runs per row but Postgres folds identical notifications
- * within a transaction, so workers hear one per distinct task; measured, this is cheaper than a CTE
- * that notifies once per DISTINCT task. An execution asked to start later is due then, and wakes no
+ * within a transaction, so workers hear one per distinct task, cheaper than a CTE that notifies once
+ * per DISTINCT task. An execution asked to start later is due then, and wakes no
  * worker now: the workers' poll finds it once it is due. A start in the past is due at once, never
  * before work already queued (`greatest`), so a backdated start cannot jump the queue. A batch without
- * start times takes a leaner statement: S1, scheduling over HTTP, ran about 4 % slower with the start
- * times' column and expressions on every INSERT (interleaved A/B runs of the peers' harness).
+ * start times takes a leaner statement: the start times' column and expressions on every INSERT cost
+ * scheduling over HTTP measurably.
  *
  * The read-back is a second statement, so the row that held a key can be gone by then: a retention
  * sweep deleted it (only finished executions are deleted, and their keys are free again). Such items
@@ -97,7 +97,7 @@ const INSERT_AT_SQL = `INSERT INTO stepwise.executions (id, task, status, data, 
 /**
  * One execution, with or without a start time ($5, NULL for at once): INSERT_AT_SQL's rows and
  * notification, in a statement that an unnamed (unprepared) call parses and plans faster than the
- * unnest: 0.37 against 0.47 ms a call back to back on this machine's PostgreSQL (medians of 400).
+ * unnest.
  */
 const ONE_ROW_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, created_at, due_at)
      VALUES ($1, $2, 'pending', $3::jsonb, $4, $5::timestamptz, statement_timestamp(), greatest(statement_timestamp(), $5::timestamptz))

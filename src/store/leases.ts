@@ -126,7 +126,7 @@ const claimStatementsByArray = new WeakMap<readonly string[], ClaimStatements>()
  * The claim statements of one task list, with the tasks written into the text rather than passed as a
  * parameter: PostgreSQL then knows how many ranges of the index a claim reads, and after five runs
  * keeps one generic plan instead of planning every claim again (with an array parameter it assumed
- * ten tasks, found the generic plan dearer and re-planned each time: 0.2 ms of a 0.5 ms idle claim).
+ * ten tasks, found the generic plan dearer and re-planned each time, a large share of an idle claim).
  * A worker's task list is fixed, so each worker prepares its statements once per connection, under a
  * name derived from the list.
  */

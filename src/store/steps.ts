@@ -38,8 +38,7 @@ export const stepKey = (id: string, seq: number): string => `${id}:${seq}`;
  *
  * A batch with a resent step takes the idempotent form: a row this attempt already wrote (the lease is
  * still held, so no other attempt can have) is reported landed and counted once. Only then, as the
- * form costs about 15 % of a step-heavy workload's throughput (an index probe and a speculative insert
- * per row).
+ * form costs an index probe and a speculative insert per row, which a step-heavy workload feels.
  */
 export async function recordStepResults(db: Db, items: readonly StepResult[]): Promise<Set<string>> {
   if (items.length === 0) return new Set();

@@ -3,8 +3,7 @@ import type { Knex } from 'knex';
 /**
  * The claim's index leads with the task. Ordered by `due_at` alone, a worker serving some tasks had to
  * step over every due row of the tasks it does not serve, fetching each from the heap to read its
- * task: with 200,000 rows of another task due first, one claim took 22 ms instead of 0.05 ms, and it
- * grew with that backlog. With `(task, due_at)` each served task is one ordered range, and the claim
+ * task, so a claim grew with another task's backlog. With `(task, due_at)` each served task is one ordered range, and the claim
  * reads only the rows it can take (see claimCtes in leases.ts).
  */
 export async function up(knex: Knex): Promise<void> {

@@ -7,8 +7,7 @@ import type { Knex } from 'knex';
  * per claim, three of which only a list of running executions read, and those are few (about what the
  * workers hold: their concurrency plus prefetch). Now a claim writes two: the primary key and
  * `executions_running_idx`, which serves both the takeover of expired leases (by task and lease
- * expiry) and the lists of running executions, which sort those few rows. Draining 10,000 no-op
- * executions ran about 13 % faster for it (interleaved A/B runs of the peers' harness).
+ * expiry) and the lists of running executions, which sort those few rows.
  *
  * The list indexes leave running rows out; listExecutions and countActiveExecutions read them through
  * the running index and merge them in. The claim's index keeps pending and waiting rows only.
