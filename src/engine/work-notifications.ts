@@ -1,0 +1,52 @@
+import type { Logger } from '../logger';
+import { CHANNEL_CANCEL, CHANNEL_WORK } from '../store/channels';
+import { NotificationListener } from '../store/listener';
+
+export interface WorkNotificationsOptions {
+  url: string;
+  log: Logger;
+  /** True for a task this worker serves: work announced for other tasks does not wake it. */
+  serves: (task: string) => boolean;
+  onWork: () => void;
+  onCancel: (executionId: string) => void;
+}
+
+/**
+ * A worker's LISTEN connection: work announced for its tasks, and cancels. A NOTIFY is only a latency
+ * hint, polling keeps the worker correct; notifications sent while disconnected are lost, so every
+ * (re)connect counts as work announced.
+ */
+export class WorkNotifications {
+  private readonly listener: NotificationListener;
+  private seq = 0;
+
+  constructor(private readonly options: WorkNotificationsOptions) {
+    this.listener = new NotificationListener({ url: options.url, channels: [CHANNEL_WORK, CHANNEL_CANCEL], log: options.log });
+    this.listener.on('notification', (channel: string, payload: string) => this.dispatch(channel, payload));
+    this.listener.on('connected', () => this.announceWork());
+  }
+
+  /** Counts work announced, so a claim can tell whether some arrived while it ran. */
+  get workSeq(): number {
+    return this.seq;
+  }
+
+  start(): Promise<void> {
+    return this.listener.start();
+  }
+
+  stop(): Promise<void> {
+    return this.listener.stop();
+  }
+
+  private dispatch(channel: string, payload: string): void {
+    if (channel === CHANNEL_WORK) {
+      if (payload === '' || this.options.serves(payload)) this.announceWork();
+    } else if (channel === CHANNEL_CANCEL) this.options.onCancel(payload);
+  }
+
+  private announceWork(): void {
+    this.seq += 1;
+    this.options.onWork();
+  }
+}

@@ -1,0 +1,33 @@
+import type { Logger } from '../logger';
+import type { ClaimedExecution } from '../store/leases';
+import type { Db } from '../store/db';
+import type { ExecutionObserver } from './execution-runner';
+import type { TaskDefinition } from './task';
+
+/** Hooks for metrics; the engine itself knows no metrics library. */
+export interface WorkerObserver extends ExecutionObserver {
+  claimed?(executions: ClaimedExecution[]): void;
+  slots?(busy: number, free: number): void;
+  databaseError?(): void;
+}
+
+export interface WorkerOptions {
+  db: Db;
+  databaseUrl: string;
+  tasks: readonly TaskDefinition[];
+  log: Logger;
+  concurrency?: number;
+  /**
+   * Executions claimed ahead of free slots, started as slots free up. A busy worker then never waits
+   * for a claim's round trip between handlers, and each statement carries more rows; an execution
+   * that waited longer than `prefetchHoldMs` for a slot is handed back for other workers. Default:
+   * automatic, what the worker starts in 20 ms at its current pace, between 2 and 8 times
+   * `concurrency`; 0 turns prefetching off.
+   */
+  prefetch?: number;
+  prefetchHoldMs?: number;
+  leaseMs?: number;
+  pollIntervalMs?: number;
+  shutdownGraceMs?: number;
+  observer?: WorkerObserver;
+}
