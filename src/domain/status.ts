@@ -12,6 +12,9 @@ export type ExecutionStatus = (typeof EXECUTION_STATUSES)[number];
 
 export const TERMINAL_STATUSES: readonly ExecutionStatus[] = Object.freeze(['completed', 'failed', 'cancelled']);
 
+/** The statuses an execution may still leave: pending, running, waiting. */
+export const ACTIVE_STATUSES: readonly ExecutionStatus[] = Object.freeze(EXECUTION_STATUSES.filter((s) => !TERMINAL_STATUSES.includes(s)));
+
 /** Legal moves of the state machine; the store's conditional updates follow this table. */
 const TRANSITIONS: Readonly<Record<ExecutionStatus, readonly ExecutionStatus[]>> = Object.freeze({
   pending: ['running', 'cancelled'],

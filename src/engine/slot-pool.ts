@@ -1,7 +1,9 @@
 import { RateMeter } from '../domain/rate-meter';
 import type { Logger } from '../logger';
 import type { Db } from '../store/db';
-import { releaseExecutions, returnUnstarted, type ClaimedExecution, type Lease } from '../store/leases';
+import { type Lease } from '../store/leases';
+import { releaseExecutions, returnUnstarted } from '../store/transitions/release';
+import { type ClaimedExecution } from '../store/transitions/claim';
 import { LazyAbortController } from './abort';
 import { LeaseLostError } from './errors';
 

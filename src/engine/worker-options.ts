@@ -1,5 +1,5 @@
 import type { Logger } from '../logger';
-import type { ClaimedExecution } from '../store/leases';
+import type { ClaimedExecution } from '../store/transitions/claim';
 import type { Db } from '../store/db';
 import type { ExecutionObserver } from './execution-runner';
 import type { TaskDefinition } from './task';

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { GroupCommitter } from '../group-commit';
 import { isDatabaseUnavailable } from '../store/db-errors';
-import { claimExecutionsBeforeCommit, claimLimitedExecutions, completeAndClaimBeforeCommit, type ClaimedExecution, type CompleteAndClaimResult, type Completion } from '../store/leases';
+import { claimExecutionsBeforeCommit, claimLimitedExecutions, completeAndClaimBeforeCommit, type ClaimedExecution, type CompleteAndClaimResult } from '../store/transitions/claim';
+import { type Completion } from '../store/transitions/complete';
 import { upsertTasks } from '../store/tasks';
 import { CronFirer } from './cron';
 import { ExecutionRunner } from './execution-runner';

@@ -230,62 +230,6 @@ export async function listExecutions(db: Db, filter: ListFilter): Promise<ListPa
   return { items: rows.filter((r) => r.id !== null).map(rowToExecution), total };
 }
 
-export type CancelOutcome =
-  | { kind: 'cancelled'; execution: ExecutionRecord }
-  | { kind: 'already_cancelled'; execution: ExecutionRecord }
-  | { kind: 'not_cancellable'; execution: ExecutionRecord }
-  | { kind: 'not_found' };
-
-/**
- * Cancels in one conditional UPDATE, so it cannot clobber a completion that commits first: whichever
- * statement takes the row lock first wins, and the other sees a terminal status. The worker running it
- * hears CHANNEL_CANCEL and aborts ctx.signal; its later writes are fenced out by the status check.
- * Stamped with clock_timestamp(), evaluated once the row is locked: a step that committed while the
- * cancel waited for the row is then stamped before it (now() would be when the cancel began waiting).
- *
- * The execution's unfinished descendants are cancelled with it (the trigger of migration 007). Every
- * statement that finishes a child locks its parent first (see COMPLETE_CTES); so does the cancel, in a
- * READ COMMITTED transaction of its own: the execution's own parent, if any (its trigger will want it),
- * then the execution, then its unfinished subtree level by level. It waits for a finishing child's
- * statement rather than deadlocking with it, and its UPDATE then finds every row already locked. A
- * child being started meanwhile waits for the parent's lock and then finds the parent cancelled.
- */
-export async function cancelExecution(db: Db, id: string): Promise<CancelOutcome> {
-  const rows = await withReadCommitted(db, async (connection) => {
-    await connection.query(
-      `WITH RECURSIVE tree(id, depth) AS (
-         SELECT parent_id, -1 FROM stepwise.executions WHERE id = $1 AND parent_id IS NOT NULL
-         UNION ALL
-         SELECT id, 0 FROM stepwise.executions WHERE id = $1
-         UNION ALL
-         SELECT e.id, t.depth + 1 FROM stepwise.executions e JOIN tree t ON e.parent_id = t.id
-          WHERE t.depth >= 0 AND e.status IN ('pending','running','waiting')
-       )
-       SELECT e.id FROM stepwise.executions e JOIN tree USING (id) ORDER BY tree.depth, e.id FOR NO KEY UPDATE OF e`,
-      [id],
-    );
-    const result = await connection.query<ExecutionRow>(
-      `WITH c AS (
-         UPDATE stepwise.executions
-            SET status = 'cancelled', completed_at = clock_timestamp(), due_at = NULL, lease_token = NULL,
-                current_step = NULL, wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL,
-                error = '{"type":"cancelled","message":"execution was cancelled","retryable":false}'::jsonb
-          WHERE id = $1 AND status IN ('pending','running','waiting')
-          RETURNING *
-       )
-       SELECT c.*, pg_notify('${CHANNEL_CANCEL}', c.id::text) IS NULL AS _a,
-              pg_notify('${CHANNEL_CHANGED}', c.id::text) IS NULL AS _b FROM c`,
-      [id],
-    );
-    return result.rows;
-  });
-  if (rows[0]) return { kind: 'cancelled', execution: rowToExecution(rows[0]) };
-  const current = await getExecution(db, id);
-  if (!current) return { kind: 'not_found' };
-  if (current.status === 'cancelled') return { kind: 'already_cancelled', execution: current };
-  return { kind: 'not_cancellable', execution: current };
-}
-
 export type DeliverOutcome = { kind: 'delivered'; execution: ExecutionRecord } | { kind: 'not_waiting' };
 
 /**

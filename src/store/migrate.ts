@@ -6,6 +6,7 @@ import * as m004 from './migrations/004-start-at';
 import * as m005 from './migrations/005-task-cron';
 import * as m006 from './migrations/006-task-concurrency';
 import * as m007 from './migrations/007-child-executions';
+import * as m008 from './migrations/008-cancel-in-one-place';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -21,6 +22,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['005-task-cron', m005],
   ['006-task-concurrency', m006],
   ['007-child-executions', m007],
+  ['008-cancel-in-one-place', m008],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {

@@ -4,7 +4,7 @@ import pg from 'pg';
 import { Registry } from 'prom-client';
 import { defineTask } from '../../src/index';
 import type { Worker } from '../../src/engine/worker';
-import { claimExecutions } from '../../src/store/leases';
+import { claimExecutions } from '../../src/store/transitions/claim';
 import { insertExecutions } from '../../src/store/executions';
 import { queryRows } from '../../src/store/db';
 import { startTestApi, type TestApi } from '../helpers/api-server';

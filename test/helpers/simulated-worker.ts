@@ -1,7 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../../src/store/db';
-import { claimExecutions, completeExecutions, failExecution, type Lease } from '../../src/store/leases';
-import { suspendExecution } from '../../src/store/steps';
+import { type Lease } from '../../src/store/leases';
+import { claimExecutions } from '../../src/store/transitions/claim';
+import { completeExecutions } from '../../src/store/transitions/complete';
+import { failExecution } from '../../src/store/transitions/fail';
+import { suspendExecution } from '../../src/store/transitions/suspend';
 import { upsertTasks } from '../../src/store/tasks';
 
 /** Registers a task as a worker would at start-up. */

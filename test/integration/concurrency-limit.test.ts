@@ -1,6 +1,6 @@
 // Tasks with a concurrency limit: at most `limit` executions running at once over all workers.
 import { defineTask, Type } from '../../src/index';
-import { claimLimitedExecutions } from '../../src/store/leases';
+import { claimLimitedExecutions } from '../../src/store/transitions/claim';
 import { insertExecutions } from '../../src/store/executions';
 import { queryRows } from '../../src/store/db';
 import { startTestApi, type TestApi } from '../helpers/api-server';

@@ -3,7 +3,8 @@
 import { defineTask, Type } from '../../src';
 import { getExecution } from '../../src/store/executions';
 import { loadSteps } from '../../src/store/steps';
-import { claimExecutions, completeExecutions } from '../../src/store/leases';
+import { claimExecutions } from '../../src/store/transitions/claim';
+import { completeExecutions } from '../../src/store/transitions/complete';
 import { createDb, type Db } from '../../src/store/db';
 import { createLogger } from '../../src/logger';
 import { NotificationListener } from '../../src/store/listener';
@@ -233,8 +234,10 @@ describe('cron', () => {
     const schedule = { pattern: '*/5 * * * * *', timezone: 'UTC', data: null };
     const fired: Array<{ at: Date; created: boolean }> = [];
     const firer = new CronFirer({ db: proxiedDb, log: quietLog, schedules: [{ task, schedule }], onFired: (_, at, created) => fired.push({ at, created }) });
-    const fireAt = nextFireAfter(schedule, new Date()) as Date;
     await proxy.stop();
+    // The first fire time the firer will meet, from the moment it starts (not before the proxy
+    // stopped: on a loaded machine that can take long enough to pass a fire time).
+    const fireAt = nextFireAfter(schedule, new Date()) as Date;
     firer.start();
     try {
       await new Promise((r) => setTimeout(r, Math.max(0, fireAt.getTime() - Date.now()) + 1000));

@@ -1,5 +1,6 @@
 import { defineTask, Type } from '../../src/index';
-import { cancelExecution, getExecution, insertExecutions } from '../../src/store/executions';
+import { getExecution, insertExecutions } from '../../src/store/executions';
+import { cancelExecution } from '../../src/store/transitions/cancel';
 import { queryRows } from '../../src/store/db';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { waitUntil } from '../helpers/wait-until';

@@ -1,5 +1,6 @@
 import { defineTask, NonRetryableError, Type, EventTimeoutError } from '../../src/index';
-import { getExecution, insertExecutions, cancelExecution, deliverEvent } from '../../src/store/executions';
+import { getExecution, insertExecutions, deliverEvent } from '../../src/store/executions';
+import { cancelExecution } from '../../src/store/transitions/cancel';
 import { loadSteps } from '../../src/store/steps';
 import type { Worker } from '../../src/engine/worker';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';

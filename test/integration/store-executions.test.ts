@@ -1,11 +1,16 @@
 import pg from 'pg';
 import { waitUntil } from '../helpers/wait-until';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
-import { cancelExecution, deliverEvent, getExecution, insertExecutions, listExecutions, listStatement } from '../../src/store/executions';
+import { deliverEvent, getExecution, insertExecutions, listExecutions, listStatement } from '../../src/store/executions';
+import { cancelExecution } from '../../src/store/transitions/cancel';
 import { countActiveExecutions } from '../../src/store/tasks';
 import type { ExecutionStatus } from '../../src/domain/status';
-import { loadSteps, recordStepResults, stepKey, suspendExecution } from '../../src/store/steps';
-import { claimExecutions, claimStatements, completeAndClaimBeforeCommit, completeExecutions, returnUnstarted, type Lease } from '../../src/store/leases';
+import { loadSteps, recordStepResults, stepKey } from '../../src/store/steps';
+import { suspendExecution } from '../../src/store/transitions/suspend';
+import { type Lease } from '../../src/store/leases';
+import { claimExecutions, claimStatements, completeAndClaimBeforeCommit } from '../../src/store/transitions/claim';
+import { completeExecutions } from '../../src/store/transitions/complete';
+import { returnUnstarted } from '../../src/store/transitions/release';
 
 let t: TestDatabase;
 beforeAll(async () => {

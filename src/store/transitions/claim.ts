@@ -1,0 +1,261 @@
+import { createHash } from 'node:crypto';
+import pg from 'pg';
+import { preparedRows, preparedRowsBeforeCommit, withConnection, type Db } from '../db';
+import type { ExecutionRecord, ExecutionRow } from '../rows';
+import { COMPLETE_CTES, completeExecutions, completionParams, type Completion } from './complete';
+import { CLAIM, statusIn, writes } from './moves';
+
+/** The due rows a claim reads: new and resumed ones from the claim's index, expired leases from the running index. */
+const FRESH = statusIn(CLAIM.from.filter((s) => s !== 'running'));
+const TAKEN_OVER = statusIn(CLAIM.from.filter((s) => s === 'running'));
+
+/** What a worker needs of an execution it claimed (the claim returns no more: parsing is per row). */
+export type ClaimedRecord = Pick<ExecutionRecord, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'stepsCompleted' | 'leaseToken' | 'parentId'>;
+
+/** A claimed execution together with what the claim saw. */
+export interface ClaimedExecution {
+  execution: ClaimedRecord;
+  /** Status before the claim: 'running' means a lease takeover, 'waiting' a resume. */
+  previousStatus: 'pending' | 'running' | 'waiting';
+  /** The database's clock at the claim, for comparing durable deadlines without clock skew. */
+  claimedAt: Date;
+  /** When the execution could first start: when it was scheduled, or the later `start_at` it asked for. */
+  readyAt: Date;
+  /** Its `start_at` as given (a cron fire time, say), else when it was scheduled: ctx.scheduledFor. */
+  scheduledFor: Date;
+}
+
+
+/**
+ * Claims up to `limit` due executions of the given tasks in one statement.
+ *
+ * Invariant: an execution is held by at most one live lease. SKIP LOCKED lets concurrent claimers take
+ * disjoint rows without waiting on each other; every claim draws a fresh lease_token, so a worker whose
+ * lease expired (and was taken over here) can no longer write: all writes match on the token. Due times
+ * compare against the database's now(), never a worker's clock.
+ */
+export async function claimExecutions(db: Db, tasks: readonly string[], limit: number, leaseMs: number): Promise<ClaimedExecution[]> {
+  if (limit <= 0 || tasks.length === 0) return [];
+  const statements = claimStatements(tasks);
+  const rows = await preparedRows<ClaimRow>(db, statements.claimName, statements.claimSql, [limit, leaseMs / 1000]);
+  return rows.map(toClaimed);
+}
+
+/**
+ * claimExecutions, but the claimed executions come back before the claim's COMMIT is acknowledged
+ * (`committed` settles with it): a worker can start handlers while the commit's WAL flush is under
+ * way. Safe because every write a handler makes is fenced by the lease token, and the claimed rows stay
+ * locked until the commit: a write waits for it and lands only if the claim did.
+ */
+export async function claimExecutionsBeforeCommit(
+  db: Db,
+  tasks: readonly string[],
+  limit: number,
+  leaseMs: number,
+): Promise<{ claimed: ClaimedExecution[]; committed: Promise<void> }> {
+  if (limit <= 0 || tasks.length === 0) return { claimed: [], committed: Promise.resolve() };
+  const statements = claimStatements(tasks);
+  const { rows, commit } = await preparedRowsBeforeCommit<ClaimRow>(db, statements.claimName, statements.claimSql, [limit, leaseMs / 1000]);
+  return { claimed: rows.map(toClaimed), committed: commit };
+}
+
+/**
+ * Claims due executions of one task that declared a concurrency limit, keeping at most `cap` of them
+ * running over all workers. A transaction of its own takes a transaction-level advisory lock on the
+ * task first, so claims of the task run one at a time; only then does it count the running executions
+ * (live leases; an expired one is about to be taken over, and its row is claimable) in a statement whose
+ * snapshot is taken after the lock (READ COMMITTED, whatever the database's default), and claim at most
+ * what is left. The lock is only tried: when another worker holds it, that worker is claiming the task
+ * right now, and this one claims nothing rather than wait (a stalled holder cannot stall its loop).
+ * An execution counts from its claim until it finishes, sleeps, waits for an event, or is released.
+ */
+export async function claimLimitedExecutions(db: Db, task: string, cap: number, limit: number, leaseMs: number): Promise<ClaimedExecution[]> {
+  if (limit <= 0) return [];
+  const literal = pg.escapeLiteral(task);
+  return withConnection(db, async (connection) => {
+    try {
+      // One round trip in the simple protocol: BEGIN, the lock, and the count after it.
+      const results = (await connection.query(
+        `BEGIN ISOLATION LEVEL READ COMMITTED;
+         SELECT pg_try_advisory_xact_lock(hashtextextended('stepwise.limit:' || ${literal}, 0)) AS locked;
+         SELECT count(*)::int AS n FROM stepwise.executions WHERE task = ${literal} AND status = 'running' AND due_at > now();`,
+      )) as unknown as pg.QueryResult[];
+      const locked = (results[1].rows[0] as { locked: boolean }).locked;
+      const running = (results[2].rows[0] as { n: number }).n;
+      const take = locked ? Math.min(limit, cap - running) : 0;
+      let rows: ClaimRow[] = [];
+      if (take > 0) {
+        const statements = claimStatements([task]);
+        rows = (await connection.query<ClaimRow>({ name: statements.claimName, text: statements.claimSql, values: [take, leaseMs / 1000] })).rows;
+      }
+      await connection.query('COMMIT');
+      return rows.map(toClaimed);
+    } catch (err) {
+      await connection.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
+  });
+}
+
+/** Instants come as epoch milliseconds: a number parses in a fraction of a timestamp's time. */
+type ClaimRow = Pick<ExecutionRow, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'steps_completed' | 'lease_token' | 'parent_id'> & {
+  ready_ms: number;
+  scheduled_ms: number;
+  previous_status: ClaimedExecution['previousStatus'];
+  claimed_ms: number;
+};
+
+/** The claim's result columns, over the CTEs `claimed` and `due` (see claimCtes). */
+const CLAIM_COLUMNS = `claimed.*, due.status AS previous_status, (extract(epoch FROM now()) * 1000)::float8 AS claimed_ms`;
+
+/** A worker's two claiming statements, named and written for its task list (see claimStatements). */
+interface ClaimStatements {
+  /** The claim: $1 limit, $2 lease seconds. */
+  claimName: string;
+  claimSql: string;
+  /** Completions plus the claim: $1-$4 the completions (see completionParams), $5 limit, $6 lease seconds. */
+  completeName: string;
+  completeSql: string;
+}
+
+const claimStatementsByTasks = new Map<string, ClaimStatements>();
+/** By the caller's array: a worker passes the same task list to every claim, so it is keyed once. */
+const claimStatementsByArray = new WeakMap<readonly string[], ClaimStatements>();
+
+/**
+ * The claim statements of one task list, with the tasks written into the text rather than passed as a
+ * parameter: PostgreSQL then knows how many ranges of the index a claim reads, and after five runs
+ * keeps one generic plan instead of planning every claim again (with an array parameter it assumed
+ * ten tasks, found the generic plan dearer and re-planned each time, a large share of an idle claim).
+ * A worker's task list is fixed, so each worker prepares its statements once per connection, under a
+ * name derived from the list.
+ */
+export function claimStatements(tasks: readonly string[]): ClaimStatements {
+  const known = claimStatementsByArray.get(tasks);
+  if (known) return known;
+  const names = [...new Set(tasks)].sort();
+  const key = JSON.stringify(names);
+  let statements = claimStatementsByTasks.get(key);
+  if (!statements) {
+    const list = `ARRAY[${names.map((n) => pg.escapeLiteral(n)).join(', ')}]::text[]`;
+    const suffix = createHash('sha256').update(key).digest('hex').slice(0, 16);
+    statements = {
+      claimName: `stepwise_claim_${suffix}`,
+      claimSql: `WITH ${claimCtes(list, '$1', '$2', 'TRUE')}
+     SELECT ${CLAIM_COLUMNS} FROM claimed JOIN due USING (id)`,
+      completeName: `stepwise_complete_and_claim_${suffix}`,
+      completeSql: `WITH ${COMPLETE_CTES},
+     ${claimCtes(list, '$5', '$6', 'id <> ALL($1::uuid[])')}
+     SELECT c.*, CASE WHEN row_number() OVER () = 1 THEN d.completed_ids END AS completed_ids, (SELECT count(*) FROM notified) AS _n
+       FROM (SELECT string_agg(id::text, ',') AS completed_ids FROM done) d
+       LEFT JOIN (SELECT ${CLAIM_COLUMNS} FROM claimed JOIN due USING (id)) c ON true`,
+    };
+    claimStatementsByTasks.set(key, statements);
+  }
+  claimStatementsByArray.set(tasks, statements);
+  return statements;
+}
+
+const toClaimed = (r: ClaimRow): ClaimedExecution => ({
+  execution: {
+    id: r.id,
+    task: r.task,
+    status: r.status,
+    data: r.data,
+    attempt: r.attempt,
+    stepsCompleted: r.steps_completed,
+    leaseToken: r.lease_token,
+    parentId: r.parent_id,
+  },
+  previousStatus: r.previous_status,
+  claimedAt: new Date(r.claimed_ms),
+  readyAt: new Date(r.ready_ms),
+  scheduledFor: new Date(r.scheduled_ms),
+});
+
+/**
+ * The CTEs `due` and `claimed` of a claim. `due` takes the oldest due rows of each task in turn, skipping
+ * rows other claimers hold, and keeps the `limit` oldest of them: the rows of tasks this worker does not
+ * serve are never read. Each task reads two ranges: pending and waiting rows from the claim's index, and
+ * running rows whose lease expired (takeovers) from the running index (see migration 003); locking is
+ * not allowed on a UNION itself, so each range locks inside its own subquery. Rows read beyond the kept
+ * ones stay locked until this statement's commit and are then free again (only when several ranges have
+ * work due at once). The outer UPDATE finds the rows by primary key (id = ANY), never by joining the
+ * CTE, which the planner would turn into a scan of the whole table. SET expressions read the row's old
+ * values. `exclude` is an extra condition on the due rows.
+ */
+function claimCtes(tasks: string, limit: string, leaseSecs: string, exclude: string): string {
+  const range = (status: string) => `SELECT * FROM (
+           SELECT id, status, due_at FROM stepwise.executions
+            WHERE task = t.name AND ${status} AND due_at <= now() AND ${exclude}
+            ORDER BY due_at
+            LIMIT ${limit}
+            FOR UPDATE SKIP LOCKED
+         ) r`;
+  return `due AS (
+       SELECT d.id, d.status FROM unnest(${tasks}) AS t(name)
+       CROSS JOIN LATERAL (
+         ${range(FRESH)}
+         UNION ALL
+         ${range(TAKEN_OVER)}
+       ) d
+       ORDER BY d.due_at
+       LIMIT ${limit}
+     ),
+     claimed AS (
+       UPDATE stepwise.executions e
+          SET status = ${writes(CLAIM, 'running')},
+              attempt = e.attempt + CASE WHEN e.status = 'waiting' THEN 0 ELSE 1 END,
+              lease_token = gen_random_uuid(),
+              due_at = now() + make_interval(secs => ${leaseSecs}),
+              started_at = coalesce(e.started_at, now()),
+              wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL
+        WHERE e.id = ANY(ARRAY(SELECT id FROM due))
+        RETURNING e.id, e.task, e.status, e.data, e.attempt, e.steps_completed, e.lease_token, e.parent_id,
+                  (extract(epoch FROM greatest(e.created_at, e.start_at)) * 1000)::float8 AS ready_ms,
+                  (extract(epoch FROM coalesce(e.start_at, e.created_at)) * 1000)::float8 AS scheduled_ms
+     )`;
+}
+
+/** What a fused completion and claim did; `committed` settles when its commit does. */
+export interface CompleteAndClaimResult {
+  completed: Set<string>;
+  claimed: ClaimedExecution[];
+  committed: Promise<void>;
+}
+
+/**
+ * Records completions and claims the next due executions in one statement, hence one round trip and
+ * one commit where a busy worker would otherwise spend two. The claim skips the executions being
+ * completed (an expired lease of this worker's could otherwise make one row both completed and
+ * claimed in one statement). Answers as soon as the statement has run (see
+ * claimExecutionsBeforeCommit): a worker starts the claimed handlers while the commit is flushed. The
+ * completions are not durable until `committed` settles, so nobody may be told of them before.
+ */
+export async function completeAndClaimBeforeCommit(
+  db: Db,
+  items: readonly Completion[],
+  tasks: readonly string[],
+  limit: number,
+  leaseMs: number,
+): Promise<CompleteAndClaimResult> {
+  if (limit <= 0 || tasks.length === 0) return { completed: await completeExecutions(db, items), claimed: [], committed: Promise.resolve() };
+  if (items.length === 0) {
+    const claim = await claimExecutionsBeforeCommit(db, tasks, limit, leaseMs);
+    return { completed: new Set(), claimed: claim.claimed, committed: claim.committed };
+  }
+  // One row at least (the LEFT JOIN), carrying the completed ids (comma-separated) on the first row only.
+  const statements = claimStatements(tasks);
+  const { rows, commit } = await preparedRowsBeforeCommit<Partial<ClaimRow> & { completed_ids: string | null }>(
+    db,
+    statements.completeName,
+    statements.completeSql,
+    [...completionParams(items), limit, leaseMs / 1000],
+  );
+  const completedIds = rows[0]?.completed_ids;
+  return {
+    completed: new Set(completedIds ? completedIds.split(',') : []),
+    claimed: rows.filter((r) => r.id !== null && r.id !== undefined).map((r) => toClaimed(r as ClaimRow)),
+    committed: commit,
+  };
+}
