@@ -350,8 +350,10 @@ export interface components {
             steps_completed: number;
             /** @description The step, sleep or wait in progress, or null. */
             current_step: string | null;
-            /** @description The event the execution waits for, or null. */
+            /** @description The event the execution waits for (the earliest, when it waits for several at once), or null. */
             waiting_for_event: components["schemas"]["WaitingForEvent"] | null;
+            /** @description Every event the execution waits for, earliest first (a handler may wait for several at once, with Promise.all or Promise.race); empty unless it is waiting for one. */
+            waiting_for_events: components["schemas"]["WaitingForEvent"][];
             /** @description The current attempt, counting from 1; 0 before the first claim. */
             attempt: number;
             created_at: components["schemas"]["Timestamp"];
@@ -427,7 +429,7 @@ export interface components {
         };
         /** @description One durable operation a handler recorded. */
         Step: {
-            /** @description Position in call order, from 0. */
+            /** @description Position in the order the operations were first recorded, from 0. */
             seq: number;
             /** @description The name the handler gave it (with a counter when a name repeats). */
             name: string;
@@ -437,15 +439,27 @@ export interface components {
              */
             kind: "step" | "sleep" | "event" | "child";
             /**
-             * @description Whether it finished.
+             * @description `completed`; `in_progress` (running, waiting, or a step waiting to be retried); `failed`, a step whose retries ran out (see `error`); `cancelled`, open when its execution was cancelled.
              * @enum {string}
              */
-            status: "completed" | "in_progress";
+            status: "completed" | "in_progress" | "failed" | "cancelled";
             /** @description The stored result (any JSON value); for an event, `{"payload": ...}`; for a child, `{"execution_id"}` from the start and, once the child has finished (ctx.invoke), also its `status`, `output` and `error`, or `"timed_out": true` when the invoke's timeout passed first (its `wake_at`); otherwise null while in progress. */
             result: unknown;
             wake_at: components["schemas"]["NullableTimestamp"];
             started_at: components["schemas"]["Timestamp"];
             completed_at: components["schemas"]["NullableTimestamp"];
+            /** @description A failed step's last error, else null. */
+            error: components["schemas"]["ExecutionError"] | null;
+            /** @description Every failed attempt of a step, oldest first (empty for other kinds). */
+            failed_attempts: components["schemas"]["StepFailure"][];
+        };
+        /** @description One failed attempt of a step. */
+        StepFailure: {
+            /** @description The step's attempt, from 1. */
+            attempt: number;
+            error: components["schemas"]["ExecutionError"];
+            started_at: components["schemas"]["Timestamp"];
+            ended_at: components["schemas"]["Timestamp"];
         };
         /** @description An execution's recorded steps. */
         StepList: {
@@ -1035,6 +1049,13 @@ export interface operations {
                      *         "since": "2024-10-30T12:10:00.500Z",
                      *         "timeout_at": "2024-11-06T12:10:00.500Z"
                      *       },
+                     *       "waiting_for_events": [
+                     *         {
+                     *           "event_name": "approval",
+                     *           "since": "2024-10-30T12:10:00.500Z",
+                     *           "timeout_at": "2024-11-06T12:10:00.500Z"
+                     *         }
+                     *       ],
                      *       "attempt": 1,
                      *       "created_at": "2024-10-30T12:00:00.000Z",
                      *       "start_at": null,
@@ -1092,6 +1113,7 @@ export interface operations {
                      *       "steps_completed": 1,
                      *       "current_step": null,
                      *       "waiting_for_event": null,
+                     *       "waiting_for_events": [],
                      *       "attempt": 5,
                      *       "created_at": "2024-10-30T12:00:00.000Z",
                      *       "start_at": null,
@@ -1312,7 +1334,20 @@ export interface operations {
                      *           },
                      *           "wake_at": null,
                      *           "started_at": "2024-10-30T12:00:00.130Z",
-                     *           "completed_at": "2024-10-30T12:00:00.180Z"
+                     *           "completed_at": "2024-10-30T12:00:00.180Z",
+                     *           "error": null,
+                     *           "failed_attempts": [
+                     *             {
+                     *               "attempt": 1,
+                     *               "error": {
+                     *                 "type": "Error",
+                     *                 "message": "order service answered 503",
+                     *                 "retryable": true
+                     *               },
+                     *               "started_at": "2024-10-30T12:00:00.100Z",
+                     *               "ended_at": "2024-10-30T12:00:00.120Z"
+                     *             }
+                     *           ]
                      *         },
                      *         {
                      *           "seq": 1,
@@ -1322,7 +1357,9 @@ export interface operations {
                      *           "result": null,
                      *           "wake_at": "2024-10-30T12:10:00.190Z",
                      *           "started_at": "2024-10-30T12:00:00.190Z",
-                     *           "completed_at": null
+                     *           "completed_at": null,
+                     *           "error": null,
+                     *           "failed_attempts": []
                      *         }
                      *       ]
                      *     }

@@ -69,6 +69,25 @@ export const ConfigSchema = Type.Object(
       },
       { default: {}, additionalProperties: false },
     ),
+    limits: Type.Object(
+      {
+        // jsonb holds at most 255 MiB; a larger limit could only fail in the database.
+        valueBytes: Type.Integer({
+          minimum: 1,
+          maximum: 268435455,
+          default: 4194304,
+          description: 'the largest step result, handler output and event payload, in bytes of JSON (UTF-8)',
+        }),
+        // Sequence numbers are a PostgreSQL integer.
+        operations: Type.Integer({
+          minimum: 1,
+          maximum: 2147483647,
+          default: 10000,
+          description: 'the most durable operations (steps, sleeps, event waits, child executions) one execution may record',
+        }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
   },
   { additionalProperties: false },
 );
@@ -97,6 +116,8 @@ const ENV_MAP: ReadonlyArray<readonly [string, string, 'string' | 'int' | 'list'
   ['STEPWISE_METRICS_PORT', 'worker.metricsPort', 'int'],
   ['STEPWISE_RETENTION', 'retention.keepFinished', 'string'],
   ['STEPWISE_RETENTION_SWEEP_MS', 'retention.sweepIntervalMs', 'int'],
+  ['STEPWISE_MAX_VALUE_BYTES', 'limits.valueBytes', 'int'],
+  ['STEPWISE_MAX_OPERATIONS', 'limits.operations', 'int'],
 ];
 
 /** The shortest retention: a long-poll answered at completion must still find its execution. */

@@ -107,8 +107,8 @@ export class NotWaitingForEventError extends AppError {
 }
 
 export class PayloadTooLargeError extends AppError {
-  constructor(limit: number) {
-    super('payload_too_large', 413, `request body exceeds the limit of ${limit} bytes`);
+  constructor(limit: number, what = 'request body') {
+    super('payload_too_large', 413, `${what} exceeds the limit of ${limit} bytes`);
   }
 }
 

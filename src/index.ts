@@ -10,8 +10,21 @@
 export { Type } from '@sinclair/typebox';
 export type { Static, TSchema } from '@sinclair/typebox';
 export { defineTask, isTaskDefinition } from './engine/task';
-export type { TaskContext, TaskDefinition, TaskOptions, ChildOptions, InvokeOptions } from './engine/task';
-export { NonRetryableError, EventTimeoutError, ChildExecutionError, ChildTimeoutError, NonDeterminismError, LeaseLostError } from './engine/errors';
+export type { TaskContext, TaskDefinition, TaskOptions, ChildOptions, InvokeOptions, StepOptions, StepAttempt, StepFn } from './engine/task';
+export {
+  NonRetryableError,
+  EventTimeoutError,
+  ChildExecutionError,
+  ChildTimeoutError,
+  NonDeterminismError,
+  LeaseLostError,
+  StepTimeoutError,
+  StepFailedError,
+  ExecutionTimeoutError,
+  ExecutionCancelledError,
+  ExecutionReleasedError,
+} from './engine/errors';
+export type { Jsonify } from './domain/jsonify';
 export type { Duration } from './domain/duration';
 export type { CronTrigger } from './domain/cron';
 export type { RetryPolicy } from './domain/retry';

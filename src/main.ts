@@ -124,6 +124,7 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
         leaseMs: config.worker.leaseMs,
         pollIntervalMs: config.worker.pollIntervalMs,
         shutdownGraceMs: config.worker.shutdownGraceMs,
+        limits: config.limits,
         observer: observeWorker(registry),
       });
       await worker.start();

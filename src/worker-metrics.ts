@@ -35,6 +35,11 @@ export function observeWorker(registry: Registry): WorkerObserver {
   const retries = new Counter({ name: 'stepwise_retries_total', help: 'Failed attempts scheduled for a retry, by task', labelNames: ['task'], registers: [registry] });
   const outcomes = new Counter({ name: 'stepwise_execution_runs_total', help: 'Handler runs by task and outcome', labelNames: ['task', 'outcome'], registers: [registry] });
   const dbErrors = new Counter({ name: 'stepwise_database_errors_total', help: 'Database errors seen by the worker loop', labelNames: ['component'], registers: [registry] });
+  const detached = new Gauge({
+    name: 'stepwise_detached_handlers',
+    help: 'Handlers stopped (cancelled, timed out, lease lost) that still run without a slot; nothing they do is recorded',
+    registers: [registry],
+  });
   return {
     claimed(executions) {
       for (const c of executions) {
@@ -58,6 +63,9 @@ export function observeWorker(registry: Registry): WorkerObserver {
     },
     databaseError() {
       dbErrors.inc({ component: 'worker' });
+    },
+    detached(delta) {
+      detached.inc(delta);
     },
   };
 }

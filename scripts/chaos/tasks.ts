@@ -28,11 +28,12 @@ function logEffect(ctx: StepContext, step: string): string {
 
 /** A step with a side effect; its recorded result carries the id of the run that produced it. */
 async function effect<T>(ctx: StepContext, name: string, value: T, busyMs = 0): Promise<T> {
-  const recorded = await ctx.step(name, async () => {
+  // T is JSON here (the chaos data): its stored form is itself.
+  const recorded = (await ctx.step(name, async () => {
     const run = logEffect(ctx, name);
     if (busyMs > 0) await new Promise((r) => setTimeout(r, busyMs));
     return { value, run };
-  });
+  })) as unknown as { value: T; run: string };
   return recorded.value;
 }
 

@@ -81,18 +81,18 @@ export async function verifyRun(
       data: unknown;
       created_at: Date;
     }>('SELECT id, task, idempotency_key, status, output, error, attempt, completed_at, start_at, started_at, parent_id, data, created_at FROM stepwise.executions');
-    const { rows: steps } = await client.query<{ execution_id: string; name: string; kind: string; completed: boolean; result: { run?: string } | null; completed_at: Date | null }>(
-      'SELECT execution_id, name, kind, completed, result, completed_at FROM stepwise.steps',
+    const { rows: steps } = await client.query<{ execution_id: string; name: string; kind: string; completed: boolean; outcome: string | null; result: { run?: string; execution_id?: string } | null; completed_at: Date | null }>(
+      'SELECT execution_id, name, kind, completed, outcome, result, completed_at FROM stepwise.steps',
     );
 
     // Nothing lost, nothing duplicated: exactly one execution per planned idempotency key, and no other.
     const byKey = new Map<string, (typeof executions)[number][]>();
     let cronFires = 0;
-    // Child executions (chaos.fanout's), by their key: checked against their parent's plan below.
-    const childrenByKey = new Map<string, (typeof executions)[number][]>();
+    // Child executions (chaos.fanout's), by their parent: checked against the parent's plan below.
+    const childrenByParent = new Map<string, (typeof executions)[number][]>();
     for (const e of executions) {
       if (e.parent_id !== null) {
-        childrenByKey.set(e.idempotency_key ?? '', [...(childrenByKey.get(e.idempotency_key ?? '') ?? []), e]);
+        childrenByParent.set(e.parent_id, [...(childrenByParent.get(e.parent_id) ?? []), e]);
         continue;
       }
       if (e.task === CRON_TASK) {
@@ -152,17 +152,21 @@ export async function verifyRun(
         violate('wrong-error', `${e.id} (${plan.kind}) error ${JSON.stringify(e.error)}, expected ${JSON.stringify(expected.error)}`);
       }
       if (expected.status === 'cancelled' && e.error?.type !== 'cancelled') violate('wrong-error', `${e.id} cancelled with error ${JSON.stringify(e.error)}`);
+      const children = childrenByParent.get(e.id) ?? [];
+      childrenByParent.delete(e.id);
       if (plan.kind === 'fanout') {
-        // Exactly one child per position, each run to its own expected end, whatever crashed meanwhile.
-        for (const want of fanoutChildren(plan)) {
-          const key = `child:${e.id}:${want.seq}`;
-          const found = childrenByKey.get(key) ?? [];
-          childrenByKey.delete(key);
-          if (found.length !== 1) {
-            violate(found.length === 0 ? 'child-lost' : 'child-duplicated', `${e.id} has ${found.length} children at #${want.seq + 1}`);
+        // Exactly one child per invoke, each run to its own expected end, whatever crashed meanwhile: the
+        // parent's child step (found by its name) names it.
+        const wants = fanoutChildren(plan);
+        if (children.length > wants.length) violate('child-duplicated', `${e.id} has ${children.length} children, planned ${wants.length}`);
+        const parentSteps = stepsByExecution.get(e.id) ?? [];
+        for (const want of wants) {
+          const step = parentSteps.find((s) => s.kind === 'child' && s.name === `child-${want.seq + 1}`);
+          const child = children.find((c) => c.id === step?.result?.execution_id);
+          if (!child) {
+            violate('child-lost', `${e.id} has no child for child-${want.seq + 1}`);
             continue;
           }
-          const child = found[0];
           childIds.add(child.id);
           if (child.parent_id !== e.id || child.task !== want.task || !isDeepStrictEqual(child.data, want.data)) violate('child-wrong', `${child.id}: ${child.task} ${JSON.stringify(child.data)} of ${child.parent_id}`);
           if (child.status !== 'completed' || !isDeepStrictEqual(child.output, want.output)) violate('child-outcome', `${child.id} ended ${child.status} with ${JSON.stringify(child.output)}, expected ${JSON.stringify(want.output)}`);
@@ -171,17 +175,12 @@ export async function verifyRun(
       if (plan.kind === 'fanout-cancel') {
         // Cancelled with it: every child that was started (any of them, as the cancel may come first),
         // none started after the cancel.
-        for (let seq = 0; seq < (plan.data.steps ?? 2); seq++) {
-          const key = `child:${e.id}:${seq}`;
-          const found = childrenByKey.get(key) ?? [];
-          childrenByKey.delete(key);
-          for (const child of found) {
-            childIds.add(child.id);
-            if (child.status !== 'cancelled') violate('child-not-cancelled', `${child.id} of cancelled ${e.id} is ${child.status}`);
-            else if (child.error?.message !== `its parent execution ${e.id} was cancelled`) violate('child-not-cancelled', `${child.id} cancelled with ${JSON.stringify(child.error)}`);
-            if (e.completed_at && child.created_at.getTime() > e.completed_at.getTime()) violate('child-after-cancel', `${child.id} was started after ${e.id} was cancelled`);
-          }
-          if (found.length > 1) violate('child-duplicated', `${e.id} has ${found.length} children at #${seq + 1}`);
+        if (children.length > (plan.data.steps ?? 2)) violate('child-duplicated', `${e.id} has ${children.length} children, planned ${plan.data.steps ?? 2}`);
+        for (const child of children) {
+          childIds.add(child.id);
+          if (child.status !== 'cancelled') violate('child-not-cancelled', `${child.id} of cancelled ${e.id} is ${child.status}`);
+          else if (child.error?.message !== `its parent execution ${e.id} was cancelled`) violate('child-not-cancelled', `${child.id} cancelled with ${JSON.stringify(child.error)}`);
+          if (e.completed_at && child.created_at.getTime() > e.completed_at.getTime()) violate('child-after-cancel', `${child.id} was started after ${e.id} was cancelled`);
         }
       }
       const recorded = stepsByExecution.get(e.id) ?? [];
@@ -190,14 +189,15 @@ export async function verifyRun(
         const want = expectedSteps(plan).sort();
         if (!isDeepStrictEqual(names, want)) violate('wrong-steps', `${e.id} (${plan.kind}) recorded steps ${names.join(',')}, expected ${want.join(',')}`);
       } else if (e.completed_at) {
-        // A cancel is final: nothing is recorded for the execution after it.
+        // A cancel is final: nothing is recorded for the execution after it (the cancel itself marks
+        // what was open as cancelled).
         for (const s of recorded) {
-          if (s.completed_at && s.completed_at.getTime() > e.completed_at.getTime()) violate('recorded-after-cancel', `${e.id} step ${s.name} recorded after the cancel`);
+          if (s.outcome !== 'cancelled' && s.completed_at && s.completed_at.getTime() > e.completed_at.getTime()) violate('recorded-after-cancel', `${e.id} step ${s.name} recorded after the cancel`);
         }
       }
     }
 
-    for (const [key, found] of childrenByKey) violate('stray-child', `${found.length} child executions with key ${key} that no planned parent started`);
+    for (const [parent, found] of childrenByParent) violate('stray-child', `${found.length} child executions of ${parent}, which is no planned parent`);
 
     // What the driver saw at the end agrees with the database.
     const rowsById = new Map(executions.map((e) => [e.id, e]));

@@ -16,14 +16,14 @@ export function addEventRoutes(router: Router<ApiState>, deps: ApiDeps): void {
     // delivers it, and a delivery that lost a race finds nothing to deliver.
     const execution = await getExecution(db, params.id);
     if (!execution) throw new ExecutionNotFoundError(params.id);
-    if (execution.status !== 'waiting' || execution.waitEventName !== params.event_name) {
+    if (execution.status !== 'waiting' || !execution.openWaits?.some((w) => w.eventName === params.event_name)) {
       throw new NotWaitingForEventError(params.id, params.event_name);
     }
     const task = await taskSchemas.getTask(execution.task).catch((err: unknown) => {
       if (err instanceof TaskNotRegisteredError) return undefined;
       throw err;
     });
-    const stored = toValidEvent(task, params.event_name, payload);
+    const stored = toValidEvent(task, params.event_name, payload, deps.config.limits.valueBytes);
     const outcome = await deliverEvent(db, params.id, params.event_name, stored);
     if (outcome.kind === 'not_waiting') throw new NotWaitingForEventError(params.id, params.event_name);
     return { status: 200, body: { status: 'delivered' as const, execution_id: outcome.execution.id, event_name: params.event_name, execution_status: outcome.execution.status } };

@@ -14,6 +14,7 @@ function isoOrNull(value: Date | null): string | null {
 
 /** The full Execution resource. */
 export function toExecution(e: ExecutionRecord): Schemas['Execution'] {
+  const waits = (e.openWaits ?? []).map((w) => ({ event_name: w.eventName, since: w.since.toISOString(), timeout_at: isoOrNull(w.timeoutAt) }));
   return {
     execution_id: e.id,
     task: e.task,
@@ -21,10 +22,8 @@ export function toExecution(e: ExecutionRecord): Schemas['Execution'] {
     data: e.data ?? null,
     steps_completed: e.stepsCompleted,
     current_step: e.currentStep,
-    waiting_for_event:
-      e.waitEventName === null
-        ? null
-        : { event_name: e.waitEventName, since: (e.waitSince ?? e.createdAt).toISOString(), timeout_at: isoOrNull(e.waitTimeoutAt) },
+    waiting_for_event: waits[0] ?? null,
+    waiting_for_events: waits,
     attempt: e.attempt,
     created_at: e.createdAt.toISOString(),
     start_at: isoOrNull(e.startAt),
@@ -58,11 +57,13 @@ export function toStep(s: StepRecord): Schemas['Step'] {
     seq: s.seq,
     name: s.name,
     kind: s.kind,
-    status: s.completed ? 'completed' : 'in_progress',
+    status: s.outcome ?? (s.completed ? 'completed' : 'in_progress'),
     result: s.result ?? null,
     wake_at: isoOrNull(s.wakeAt),
     started_at: s.startedAt.toISOString(),
     completed_at: isoOrNull(s.completedAt),
+    error: s.error === null ? null : { type: s.error.type, message: s.error.message, retryable: s.error.retryable },
+    failed_attempts: s.failures.map((f) => ({ attempt: f.attempt, error: f.error, started_at: new Date(f.started_at).toISOString(), ended_at: new Date(f.ended_at).toISOString() })),
   };
 }
 

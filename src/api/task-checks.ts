@@ -1,5 +1,5 @@
 import { toStoredValue } from '../domain/json';
-import { InvalidDataError } from '../errors';
+import { InvalidDataError, PayloadTooLargeError } from '../errors';
 import type { TaskValidators } from '../store/task-schemas';
 import { toErrorDetails } from './validation';
 
@@ -26,10 +26,13 @@ export function toValidData(task: TaskValidators, data: unknown): unknown {
 
 /**
  * `payload` as it will be stored, checked against the schema the task declared for `event`
- * (invalid_data otherwise). A task no longer registered has no schema: any payload is accepted.
+ * (invalid_data otherwise) and against the largest value an execution may hold (payload_too_large).
+ * A task no longer registered has no schema: any payload is accepted.
  */
-export function toValidEvent(task: TaskValidators | undefined, event: string, payload: unknown): unknown {
+export function toValidEvent(task: TaskValidators | undefined, event: string, payload: unknown, maxBytes: number): unknown {
   const stored = asStored(payload, 'body');
+  // The engine's limit on a stored value (STEPWISE_MAX_VALUE_BYTES), when the body limit is set above it.
+  if (Buffer.byteLength(JSON.stringify(stored) ?? '') > maxBytes) throw new PayloadTooLargeError(maxBytes, 'event payload');
   const validate = task?.validateEvent.get(event);
   if (task && validate && !validate(stored)) {
     throw new InvalidDataError(

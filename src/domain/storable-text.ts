@@ -5,9 +5,19 @@
  */
 const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
+const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, 'g');
+
 /** True when PostgreSQL can store `text`. */
 export function isStorableText(text: string): boolean {
   return !UNSTORABLE.test(text);
+}
+
+/**
+ * `text` with each character PostgreSQL cannot store replaced by U+FFFD, for text we write on our own
+ * account, such as an error message, where refusing would lose the error itself.
+ */
+export function replaceUnstorableText(text: string): string {
+  return isStorableText(text) ? text : text.replace(UNSTORABLE_ALL, '\ufffd');
 }
 
 function escapePointer(key: string): string {

@@ -7,6 +7,7 @@
 export class LazyAbortController {
   private controller: AbortController | undefined;
   private abortedWith: { reason: unknown } | undefined;
+  private listeners: Array<(reason: unknown) => void> | undefined;
 
   get aborted(): boolean {
     return this.abortedWith !== undefined;
@@ -29,5 +30,13 @@ export class LazyAbortController {
     if (this.abortedWith) return;
     this.abortedWith = { reason };
     this.controller?.abort(reason);
+    for (const listener of this.listeners ?? []) listener(reason);
+    this.listeners = undefined;
+  }
+
+  /** Calls `listener` with the reason once aborted (at once if it is), without building a signal. */
+  onAbort(listener: (reason: unknown) => void): void {
+    if (this.abortedWith) listener(this.abortedWith.reason);
+    else (this.listeners ??= []).push(listener);
   }
 }

@@ -1,24 +1,26 @@
 import type { TSchema } from '@sinclair/typebox';
 import { parseDuration, type Duration } from '../domain/duration';
-import { toStorableJson, toStoredValue } from '../domain/json';
+import type { Jsonify } from '../domain/jsonify';
+import type { ResolvedRetryPolicy } from '../domain/retry';
 import type { Logger } from '../logger';
 import type { Db } from '../store/db';
-import { setCurrentStep, type Lease } from '../store/leases';
+import type { Lease } from '../store/leases';
 import type { StepKind, StepRecord } from '../store/rows';
-import { startChild, type ChildStepResult } from '../store/children';
-import { suspendForChild } from '../store/transitions/suspend';
 import { completeTimedStep, type StepResult } from '../store/steps';
-import { suspendExecution } from '../store/transitions/suspend';
-import { newExecutionId } from '../domain/ids';
-import { toInstant } from '../domain/instant';
+import { suspendExecution, type Wait } from '../store/transitions/suspend';
+import type { ChildStepResult } from '../store/children';
 import type { ChildTaskChecker } from './children';
 import type { LazyAbortController } from './abort';
+import { ChildSteps } from './child-steps';
 import { retryWhileUnavailable } from './db-retry';
-import { ChildExecutionError, ChildTimeoutError, EventTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError, SuspendSignal } from './errors';
+import { EventTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError, StepFailedError } from './errors';
+import { StepRunner, type StepOptions } from './step-runner';
+import type { StepFn } from './step-attempt';
+import { Suspension } from './suspension';
 import type { ChildOptions, EventName, EventPayload, InvokeOptions, TaskContext, TaskDefinition } from './task';
 
-/** How long a step may run before the execution's current_step is written (fast steps never are). */
-const CURRENT_STEP_DELAY_MS = 20;
+/** The latest instant a durable deadline may be: the contract's timestamps have four-digit years. */
+const LATEST = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
 export interface DurableContextOptions {
   db: Db;
@@ -30,7 +32,7 @@ export interface DurableContextOptions {
   /** The database clock at the claim, and the local clock when the claim answered. */
   claimedAt: Date;
   claimedLocally: number;
-  /** Stops the execution: cancelled, lease lost or worker stopping. ctx.signal is its signal. */
+  /** Stops the execution: cancelled, timed out, lease lost or worker stopping. ctx.signal is its signal. */
   abort: LazyAbortController;
   /** The execution's logger, made on first use (a child logger per execution is not free). */
   log: () => Logger;
@@ -45,31 +47,44 @@ export interface DurableContextOptions {
   recordStep: (step: StepResult) => Promise<boolean>;
   /** Checks a child execution's task and data before it is started. */
   children: ChildTaskChecker;
+  /** The task's retry policy: each step's, unless the step has its own. */
+  retry: ResolvedRetryPolicy;
+  /** Largest JSON of a step's result, in bytes; most durable operations in one execution. */
+  limits: { valueBytes: number; operations: number };
+  /** The task's timeout as an instant (from the first claim), or null: a suspension is due by then. */
+  deadline: Date | null;
   onStep?: (name: string, kind: StepKind, durationMs: number) => void;
 }
 
 /**
- * The ctx a handler gets. Every durable operation takes the next position (seq) in call order; at a
- * position that is already in the history it replays the recorded outcome, otherwise it runs and
- * records it with a write fenced by the lease. A recorded position whose kind or name differs from the
- * call is a non-deterministic handler, and the execution fails.
+ * The ctx a handler gets. Every durable operation has a key, its name numbered when repeated in call
+ * order; at a key already in the history it replays the recorded outcome, otherwise it runs and
+ * records it with a write fenced by the lease. A recorded key of another kind is a non-deterministic
+ * handler, and the execution fails. Waits (sleeps, events, children) suspend together once the
+ * handler is blocked on them alone (see Suspension).
  */
 export class DurableContext<E extends Record<string, TSchema> = Record<string, TSchema>> implements TaskContext<E> {
   readonly executionId: string;
   readonly attempt: number;
   readonly scheduledFor: Date;
-  private seq = 0;
+  readonly suspension: Suspension;
+  private nextSeq: number;
+  private operations: number;
   private readonly nameCounts = new Map<string, number>();
-  private readonly history: Map<number, StepRecord>;
-  /** Child waits take turns (see awaitChild); set once one of them suspended the execution. */
-  private childWaits: Promise<unknown> = Promise.resolve();
-  private suspended: SuspendSignal | undefined;
+  private readonly history: Map<string, StepRecord>;
+  private readonly steps: StepRunner;
+  private readonly childSteps: ChildSteps;
 
   constructor(private readonly options: DurableContextOptions) {
     this.executionId = options.lease.id;
     this.attempt = options.attempt;
     this.scheduledFor = options.scheduledFor;
-    this.history = new Map(options.history.map((s) => [s.seq, s]));
+    this.history = new Map(options.history.map((s) => [s.name, s]));
+    this.nextSeq = options.history.reduce((max, s) => Math.max(max, s.seq + 1), 0);
+    this.operations = options.history.length;
+    this.suspension = new Suspension((waits) => this.suspend(waits));
+    this.steps = new StepRunner({ ...options, write: (fn) => this.write(fn), suspension: this.suspension, databaseNow: () => this.databaseNow() });
+    this.childSteps = new ChildSteps({ ...options, write: (fn) => this.write(fn), suspension: this.suspension, databaseNow: () => this.databaseNow(), throwIfAborted: () => this.throwIfAborted() });
   }
 
   get signal(): AbortSignal {
@@ -80,59 +95,30 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     return this.options.log();
   }
 
-  async step<T>(name: string, fn: () => Promise<T> | T): Promise<T> {
-    const { seq, key } = this.next(name);
-    const recorded = this.replay(seq, key, 'step');
-    if (recorded) return recorded.result as T;
+  async step<T>(name: string, fn: StepFn<T>, options: StepOptions = {}): Promise<Jsonify<Awaited<T>>> {
+    const { seq, key, recorded } = this.next(name, 'step');
+    if (recorded?.completed) return recorded.result as Jsonify<Awaited<T>>;
+    if (recorded?.outcome === 'failed') throw new StepFailedError(key, recorded.error ?? { type: 'Error', message: 'step failed', retryable: false });
     this.throwIfAborted();
-    // Past the lease's end another worker may hold the execution: running the step now could repeat
-    // one that worker has already recorded.
-    if (Date.now() >= this.options.writeDeadline()) throw new LeaseLostError(this.executionId);
-    const started = Date.now();
-    let marking: Promise<unknown> | undefined;
-    const timer = setTimeout(() => {
-      marking = setCurrentStep(this.options.db, this.options.lease, key).catch(() => undefined);
-    }, CURRENT_STEP_DELAY_MS);
-    let result: T;
-    try {
-      result = await fn();
-    } finally {
-      clearTimeout(timer);
-    }
-    try {
-      toStorableJson(result, `the result of step ${JSON.stringify(key)}`);
-    } catch (err) {
-      // Running the step again would produce the same unstorable value: fail without retries.
-      throw new NonRetryableError((err as Error).message);
-    }
-    // The current_step write must not land after the record that clears it.
-    if (marking) await marking;
-    // A retry after a connection cut may find the row its first try committed (see recordStepResults).
-    let sent = false;
-    const landed = await this.write(() => {
-      const resent = sent;
-      sent = true;
-      return this.options.recordStep({ ...this.options.lease, seq, name: key, result, startedAt: new Date(started), resent });
-    });
-    if (!landed) throw new LeaseLostError(this.executionId);
-    this.options.onStep?.(key, 'step', Date.now() - started);
-    return result;
+    return this.steps.run(seq, key, fn, options, recorded) as Promise<Jsonify<Awaited<T>>>;
   }
 
   async sleep(name: string, duration: Duration): Promise<void> {
     const delayMs = parseDuration(duration, `sleep ${JSON.stringify(name)}`);
-    await this.pause(name, 'sleep', { delayMs });
+    await this.pause(name, 'sleep', () => this.deadlineIn(delayMs, `sleep ${JSON.stringify(name)}`));
   }
 
   async sleepUntil(name: string, until: Date | string | number): Promise<void> {
     const wakeAt = until instanceof Date ? until : new Date(until);
     if (Number.isNaN(wakeAt.getTime())) throw new RangeError(`sleepUntil ${JSON.stringify(name)}: ${String(until)} is not a date`);
-    await this.pause(name, 'sleep', { wakeAt });
+    if (wakeAt.getTime() > LATEST || wakeAt.getUTCFullYear() < 1) throw new RangeError(`sleepUntil ${JSON.stringify(name)}: ${wakeAt.toISOString()} is outside the years 0001-9999`);
+    await this.pause(name, 'sleep', () => wakeAt);
   }
 
   async waitForEvent<K extends EventName<E>>(name: K, options: { timeout?: Duration } = {}): Promise<EventPayload<E, K>> {
-    const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, `waitForEvent ${JSON.stringify(name)} timeout`);
-    const outcome = await this.pause(name, 'event', timeoutMs === undefined ? { wakeAt: null } : { delayMs: timeoutMs });
+    const what = `waitForEvent ${JSON.stringify(name)} timeout`;
+    const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, what);
+    const outcome = await this.pause(name, 'event', () => (timeoutMs === undefined ? null : this.deadlineIn(timeoutMs, what)));
     const result = outcome as { payload?: unknown; timed_out?: boolean } | undefined;
     if (!result || result.timed_out) throw new EventTimeoutError(name);
     return result.payload as EventPayload<E, K>;
@@ -141,115 +127,70 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   // The public signatures are TaskContext's overloads; `never` lets this one stand for both.
   invoke(name: string, task: TaskDefinition | string, data?: unknown, options?: InvokeOptions): Promise<never>;
   async invoke(name: string, task: TaskDefinition | string, data?: unknown, options: InvokeOptions = {}): Promise<unknown> {
-    const { seq, key } = this.next(name);
-    const recorded = this.replay(seq, key, 'child');
-    if (recorded?.completed) return childOutcome(seq, key, recorded.result as ChildStepResult);
-    if (!recorded) await this.startChild(seq, key, task, data, options, false);
-    return childOutcome(seq, key, await this.awaitChild(seq, key));
+    const { seq, key, recorded } = this.next(name, 'child');
+    return this.childSteps.invoke(seq, key, recorded, task, data, options);
   }
 
   spawn(name: string, task: TaskDefinition | string, data?: unknown, options?: ChildOptions): Promise<string>;
   async spawn(name: string, task: TaskDefinition | string, data?: unknown, options: ChildOptions = {}): Promise<string> {
-    const { seq, key } = this.next(name);
-    const recorded = this.replay(seq, key, 'child');
+    const { seq, key, recorded } = this.next(name, 'child');
     if (recorded) return (recorded.result as ChildStepResult).execution_id;
-    return this.startChild(seq, key, task, data, options, true);
-  }
-
-  /** Checks the child's task and data, then inserts it with the step recording it (see startChild). */
-  private async startChild(seq: number, key: string, task: TaskDefinition | string, data: unknown, options: InvokeOptions, detached: boolean): Promise<string> {
-    this.throwIfAborted();
-    const taskName = typeof task === 'string' ? task : task?.name;
-    if (typeof taskName !== 'string') throw new TypeError(`child ${JSON.stringify(key)}: the task must be a task name or a defineTask() result`);
-    let startAt: Date | undefined;
-    if (options.startAt !== undefined) {
-      startAt = toInstant(options.startAt);
-      if (!startAt) throw new RangeError(`child ${JSON.stringify(key)}: startAt ${String(options.startAt)} is not an instant`);
-    }
-    const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, `invoke ${JSON.stringify(key)} timeout`);
-    // Checked, against the schema too, as it will be stored (see toStoredValue).
-    let stored: unknown;
-    try {
-      stored = toStoredValue(data, `the data of child ${JSON.stringify(key)}`);
-    } catch (err) {
-      throw new NonRetryableError((err as Error).message);
-    }
-    await this.options.children.check(taskName, stored);
-    const id = newExecutionId();
-    const started = Date.now();
-    const childId = await this.write(() => startChild(this.options.db, this.options.lease, { id, seq, name: key, task: taskName, data: stored, startAt, detached, timeoutMs }));
-    if (childId === undefined) throw new LeaseLostError(this.executionId);
-    if (detached) this.options.onStep?.(key, 'child', Date.now() - started);
-    return childId;
+    return this.childSteps.start(seq, key, task, data, options, true);
   }
 
   /**
-   * Waits for the child recorded at `seq`: suspends the execution until it finishes, unless it has.
-   * Waits of one handler take turns, so a fan-out (Promise.all of invokes) suspends once, on the
-   * first unfinished child in call order; once one has suspended, the others unwind with it.
+   * Sleep and wait share this: replay a finished pause; finish one whose deadline has passed (in a
+   * statement that checks it: an event delivered first wins); otherwise block on it. A replay keeps
+   * the first deadline; a new one is computed on the database's clock when the handler asks.
    */
-  private awaitChild(seq: number, key: string): Promise<ChildStepResult> {
-    const turn = this.childWaits.then(async () => {
-      if (this.suspended) throw this.suspended;
-      this.throwIfAborted();
-      const wait = await this.write(() => suspendForChild(this.options.db, this.options.lease, seq, key));
-      if (wait.kind === 'lost') throw new LeaseLostError(this.executionId);
-      if (wait.kind === 'suspended') {
-        this.suspended = new SuspendSignal(null);
-        throw this.suspended;
-      }
-      return wait.result;
-    });
-    this.childWaits = turn.catch(() => undefined);
-    return turn;
-  }
-
-  /**
-   * Sleep and wait share this: replay a finished pause; finish one whose deadline has passed; otherwise
-   * record the pause (once; a replay keeps the first deadline) and suspend, freeing the worker slot.
-   */
-  private async pause(name: string, kind: 'sleep' | 'event', when: { delayMs?: number; wakeAt?: Date | null }): Promise<unknown> {
-    const { seq, key } = this.next(name);
-    const recorded = this.replay(seq, key, kind);
+  private async pause(name: string, kind: 'sleep' | 'event', deadline: () => Date | null): Promise<unknown> {
+    const { seq, key, recorded } = this.next(name, kind);
     if (recorded?.completed) return recorded.result;
     this.throwIfAborted();
-    if (recorded && recorded.wakeAt && recorded.wakeAt.getTime() <= this.databaseNow()) {
-      const result = kind === 'sleep' ? { slept: true } : { timed_out: true };
-      const landed = await this.write(() => completeTimedStep(this.options.db, this.options.lease, seq, result));
-      if (!landed) throw new LeaseLostError(this.executionId);
-      this.options.onStep?.(key, kind, Date.now() - recorded.startedAt.getTime());
-      return result;
+    if (recorded?.wakeAt && recorded.wakeAt.getTime() <= this.databaseNow()) {
+      const timed = await this.write(() => completeTimedStep(this.options.db, this.options.lease, seq, kind === 'sleep' ? { slept: true } : { timed_out: true }));
+      if (timed.kind === 'lost') throw new LeaseLostError(this.executionId);
+      if (timed.kind !== 'not_due') {
+        this.options.onStep?.(key, kind, Date.now() - recorded.startedAt.getTime());
+        return timed.result;
+      }
     }
-    const suspended = await this.write(() =>
-      suspendExecution(this.options.db, this.options.lease, {
-        seq,
-        name: key,
-        kind,
-        eventName: kind === 'event' ? name : undefined,
-        wakeAt: recorded ? recorded.wakeAt : (when.wakeAt ?? null),
-        delayMs: recorded ? undefined : when.delayMs,
-      }),
-    );
-    if (!suspended) throw new LeaseLostError(this.executionId);
-    throw new SuspendSignal(suspended.wakeAt);
+    return this.suspension.block({ seq, name: key, kind, eventName: kind === 'event' ? name : undefined, wakeAt: recorded ? recorded.wakeAt : deadline() });
   }
 
-  private next(name: string): { seq: number; key: string } {
+  /** Allocates the operation's key and position, and finds its record in the history. */
+  private next(name: string, kind: StepKind): { seq: number; key: string; recorded: StepRecord | undefined } {
     if (typeof name !== 'string' || name.length === 0 || name.length > 200) {
       throw new TypeError('a step name must be a non-empty string of at most 200 characters');
     }
     const count = (this.nameCounts.get(name) ?? 0) + 1;
     this.nameCounts.set(name, count);
-    return { seq: this.seq++, key: count === 1 ? name : `${name}#${count}` };
+    const key = count === 1 ? name : `${name}#${count}`;
+    const recorded = this.history.get(key);
+    if (recorded) {
+      if (recorded.kind !== kind) throw new NonDeterminismError(recorded.seq, `${recorded.kind} ${JSON.stringify(key)}`, `${kind} ${JSON.stringify(key)}`);
+      return { seq: recorded.seq, key, recorded };
+    }
+    if (this.operations >= this.options.limits.operations) {
+      throw new NonRetryableError(`execution ${this.executionId} reached the limit of ${this.options.limits.operations} durable operations (at ${kind} ${JSON.stringify(key)})`);
+    }
+    this.operations += 1;
+    return { seq: this.nextSeq++, key, recorded: undefined };
   }
 
-  private replay(seq: number, key: string, kind: StepKind): StepRecord | undefined {
-    const recorded = this.history.get(seq);
-    if (!recorded) return undefined;
-    if (recorded.kind !== kind || recorded.name !== key) {
-      throw new NonDeterminismError(seq, `${recorded.kind} ${JSON.stringify(recorded.name)}`, `${kind} ${JSON.stringify(key)}`);
-    }
-    return recorded;
+  /** `delayMs` from now on the database's clock, within the years a timestamp can be written in. */
+  private deadlineIn(delayMs: number, what: string): Date {
+    const at = this.databaseNow() + delayMs;
+    if (at > LATEST) throw new RangeError(`${what}: ${delayMs} ms from now is past the year 9999`);
+    return new Date(at);
+  }
+
+  private async suspend(waits: readonly Wait[]): Promise<Date | null> {
+    this.throwIfAborted();
+    const first = waits.reduce((a, b) => (b.seq < a.seq ? b : a));
+    const suspended = await this.write(() => suspendExecution(this.options.db, this.options.lease, waits, this.options.deadline, first.name));
+    if (!suspended) throw new LeaseLostError(this.executionId);
+    return suspended.wakeAt;
   }
 
   private databaseNow(): number {
@@ -267,11 +208,10 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   }
 }
 
-/** A finished child step as ctx.invoke returns it: the output, or ChildExecutionError. */
-function childOutcome(seq: number, key: string, result: ChildStepResult): unknown {
-  // A step recorded by ctx.spawn holds only the id: the handler now invokes where it spawned.
-  if (result.timed_out) throw new ChildTimeoutError(result.execution_id);
-  if (result.status === undefined) throw new NonDeterminismError(seq, `spawn ${JSON.stringify(key)}`, `invoke ${JSON.stringify(key)}`);
-  if (result.status === 'completed') return result.output;
-  throw new ChildExecutionError(result.execution_id, result.status, result.error ?? null);
+/** What a step or child helper needs of its context. */
+export interface OperationContext extends DurableContextOptions {
+  write<T>(fn: () => Promise<T>): Promise<T>;
+  suspension: Suspension;
+  databaseNow(): number;
 }
+

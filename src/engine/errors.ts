@@ -4,6 +4,7 @@ const NON_RETRYABLE = Symbol.for('stepwise.NonRetryableError');
 const EVENT_TIMEOUT = Symbol.for('stepwise.EventTimeoutError');
 const CHILD_FAILED = Symbol.for('stepwise.ChildExecutionError');
 const CHILD_TIMEOUT = Symbol.for('stepwise.ChildTimeoutError');
+const STEP_TIMEOUT = Symbol.for('stepwise.StepTimeoutError');
 
 /**
  * `instanceof` by brand, so a task module that loaded another copy of the package (its own
@@ -66,7 +67,7 @@ export class ChildTimeoutError extends Error {
   }
 }
 
-/** A replay met a different durable operation than the one recorded at that position. */
+/** A replay met a different durable operation than the one recorded under that name. */
 export class NonDeterminismError extends Error {
   override name = 'NonDeterminismError';
   constructor(seq: number, expected: string, found: string) {
@@ -74,11 +75,70 @@ export class NonDeterminismError extends Error {
   }
 }
 
-/** This worker no longer holds the execution (cancelled, or its lease was taken over). */
+/** A step attempt ran past its `timeout`; it is retried by the step's policy like any failure. */
+export class StepTimeoutError extends Error {
+  override name = 'StepTimeoutError';
+  readonly [STEP_TIMEOUT] = true;
+  constructor(
+    readonly step: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`step ${JSON.stringify(step)} timed out after ${timeoutMs} ms`);
+  }
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return brandedInstanceOf(this, StepTimeoutError, STEP_TIMEOUT, value);
+  }
+}
+
+/**
+ * Thrown by ctx.step when the step failed for good: its retries ran out, it threw a NonRetryableError,
+ * or it returned a value JSON cannot hold. A replay throws it again from the history, without running
+ * the step. Not retried at the task level either: the recorded failure would be read back as it is.
+ */
+export class StepFailedError extends NonRetryableError {
+  override name = 'StepFailedError';
+  constructor(
+    readonly step: string,
+    /** The step's last error as recorded: its type, message and whether it was retryable. */
+    readonly error: { type: string; message: string; retryable: boolean },
+    options?: { cause?: unknown },
+  ) {
+    super(`step ${JSON.stringify(step)} failed: ${error.message}`, options);
+  }
+}
+
+/** The execution ran past its task's `timeout`; it fails without retries. */
+export class ExecutionTimeoutError extends NonRetryableError {
+  override name = 'ExecutionTimeoutError';
+  constructor(
+    readonly executionId: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`execution ${executionId} timed out: it ran past its task's timeout of ${timeoutMs} ms`);
+  }
+}
+
+/** ctx.signal's reason when a client cancelled the execution (or an ancestor of it). */
+export class ExecutionCancelledError extends Error {
+  override name = 'ExecutionCancelledError';
+  constructor(readonly executionId: string) {
+    super(`execution ${executionId} was cancelled`);
+  }
+}
+
+/** ctx.signal's reason when the worker shuts down and hands the execution back for another. */
+export class ExecutionReleasedError extends Error {
+  override name = 'ExecutionReleasedError';
+  constructor(readonly executionId: string) {
+    super(`execution ${executionId} was released: its worker is shutting down`);
+  }
+}
+
+/** This worker no longer holds the execution: its lease was lost or taken over. */
 export class LeaseLostError extends Error {
   override name = 'LeaseLostError';
   constructor(executionId: string) {
-    super(`execution ${executionId} is no longer held by this worker`);
+    super(`execution ${executionId} is no longer held by this worker: its lease was lost`);
   }
 }
 
@@ -95,17 +155,15 @@ export class StoreUnavailableError extends Error {
 }
 
 /**
- * Internal: unwinds a handler that paused durably (sleep, wait). The pause is already recorded and
- * the lease released when it is thrown. Handlers must not swallow it; a catch-all should rethrow it.
+ * True for errors that must never be retried at the task level: a retry would replay the same
+ * recorded outcome (a child's failure, a wait's timeout) or the same divergence.
  */
-export class SuspendSignal extends Error {
-  override name = 'SuspendSignal';
-  constructor(readonly until: Date | null) {
-    super('execution suspended');
-  }
-}
-
-/** True for errors that must never be retried. */
 export function isNonRetryable(err: unknown): boolean {
-  return err instanceof NonRetryableError || err instanceof NonDeterminismError;
+  return (
+    err instanceof NonRetryableError ||
+    err instanceof NonDeterminismError ||
+    err instanceof ChildExecutionError ||
+    err instanceof ChildTimeoutError ||
+    err instanceof EventTimeoutError
+  );
 }

@@ -1,4 +1,5 @@
-import { toStorableJson } from '../domain/json';
+import { toFaithfulJson } from '../domain/json';
+import { describeThrown } from '../domain/thrown';
 import { computeRetryDelay, hasAttemptsLeft } from '../domain/retry';
 import { GroupCommitter, landedFlags } from '../group-commit';
 import type { Logger } from '../logger';
@@ -12,7 +13,8 @@ import { loadSteps, recordStepResults, stepKey, type StepResult } from '../store
 import { ChildTaskChecker } from './children';
 import { retryWhileUnavailable } from './db-retry';
 import { DurableContext } from './durable-context';
-import { isNonRetryable, LeaseLostError, StoreUnavailableError, SuspendSignal } from './errors';
+import { ExecutionTimeoutError, isNonRetryable, LeaseLostError, NonRetryableError, StoreUnavailableError } from './errors';
+import type { TaskDefinition } from './task';
 import type { TaskRegistry } from './registry';
 import type { HeldExecution } from './slot-pool';
 
@@ -41,6 +43,8 @@ const ABANDONED: ExecutionOutcome = Object.freeze({ kind: 'abandoned' });
 export interface ExecutionObserver {
   finished?(task: string, outcome: 'completed' | 'failed' | 'retrying' | 'suspended' | 'lost', durationMs: number): void;
   step?(task: string, kind: StepKind, durationMs: number): void;
+  /** A stopped handler (cancelled, timed out, lease lost) left running without its slot (+1), or ending at last (-1). */
+  detached?(delta: 1 | -1): void;
 }
 
 export interface ExecutionRunnerOptions {
@@ -50,6 +54,8 @@ export interface ExecutionRunnerOptions {
   observer?: ExecutionObserver;
   /** Writes a completion (the worker group-commits it with its next claim); false when the lease was lost. */
   complete: (completion: Completion) => Promise<boolean>;
+  /** Largest JSON of a step result or output, in bytes; most durable operations per execution. */
+  limits: { valueBytes: number; operations: number };
   /** The handler returned or threw: its slot may serve another execution while the final write runs. */
   onHandlerReturned: (held: HeldExecution) => void;
 }
@@ -79,7 +85,16 @@ export class ExecutionRunner {
     const registered = this.options.registry.get(execution.task);
     if (!registered) return LOST; // claims filter by task; unreachable
     const writeDeadline = () => held.leaseExpiresAt;
+    const deadline = registered.timeoutMs === undefined ? null : new Date(claimed.startedAt.getTime() + registered.timeoutMs);
+    let stopTimer: NodeJS.Timeout | undefined;
     try {
+      if (deadline) {
+        // On the database's clock, as the deadline is: the claim's now() and the local time since.
+        const left = deadline.getTime() - claimed.claimedAt.getTime() - (Date.now() - started);
+        const timeout = new ExecutionTimeoutError(execution.id, registered.timeoutMs as number);
+        if (left <= 0) throw timeout;
+        stopTimer = setTimeout(() => held.controller.abort(timeout), left);
+      }
       // A fresh execution has no history: skip the read.
       const fresh = claimed.previousStatus === 'pending' && execution.attempt === 1 && execution.stepsCompleted === 0;
       const history = fresh ? [] : await retryWhileUnavailable(() => loadSteps(this.options.db, execution.id), writeDeadline());
@@ -97,12 +112,22 @@ export class ExecutionRunner {
         claimCommitted: held.claimCommitted,
         recordStep: (step) => this.stepRecords.submit(step),
         children: this.children,
+        retry: registered.retry,
+        limits: this.options.limits,
+        deadline,
         onStep: (_name, kind, ms) => this.options.observer?.step?.(execution.task, kind, ms),
       });
-      const output = await registered.def.run(ctx as never, execution.data as never);
+      const ended = await this.runHandler(registered.def, ctx, execution.data, held);
+      ctx.suspension.close();
       this.options.onHandlerReturned(held);
+      if (ended.kind === 'suspended') {
+        if (this.options.log.isLevelEnabled('debug')) log().debug({ until: ended.wakeAt }, 'execution suspended');
+        this.options.observer?.finished?.(execution.task, 'suspended', Date.now() - started);
+        return { kind: 'suspended', wakeAt: ended.wakeAt };
+      }
+      if (ended.kind === 'threw') throw ended.error;
       if (held.controller.aborted) throw held.controller.reason;
-      toStorableJson(output, 'the handler\'s return value');
+      const output = toOutput(ended.output, this.options.limits.valueBytes);
       await held.claimCommitted;
       // A completion that cannot be written is handled below like the handler's own failure.
       const landed = await retryWhileUnavailable(() => this.options.complete({ ...held.lease, output, parentId: execution.parentId }), writeDeadline());
@@ -116,18 +141,48 @@ export class ExecutionRunner {
       return LOST;
     } catch (err) {
       return await this.settleFailure(err, claimed, held, log, started);
+    } finally {
+      clearTimeout(stopTimer);
     }
   }
 
-  private async settleFailure(err: unknown, claimed: ClaimedExecution, held: HeldExecution, log: () => Logger, started: number): Promise<ExecutionOutcome> {
+  /**
+   * Runs the handler until it returns or throws, its execution suspends, or the execution is stopped
+   * (cancelled, timed out, lease lost): then the handler is left to run on detached, its slot given
+   * back at once; nothing it does afterwards can be recorded (every write is fenced by the lease).
+   */
+  private runHandler(def: TaskDefinition, ctx: DurableContext, data: unknown, held: HeldExecution): Promise<HandlerEnd> {
+    return new Promise<HandlerEnd>((resolve) => {
+      let settled = false;
+      const handler = Promise.resolve().then(() => def.run(ctx as never, data as never));
+      handler.then(
+        (output) => resolve({ kind: 'returned', output }),
+        (error: unknown) => resolve({ kind: 'threw', error }),
+      ).finally(() => {
+        settled = true;
+      });
+      ctx.suspension.suspended.then(
+        (wakeAt) => resolve({ kind: 'suspended', wakeAt }),
+        (error: unknown) => resolve({ kind: 'threw', error }),
+      );
+      held.controller.onAbort((reason) => {
+        // The handler is still running: let it go on without its slot.
+        if (settled) return;
+        resolve({ kind: 'threw', error: reason });
+        this.options.observer?.detached?.(1);
+        void handler.then(
+          () => this.options.observer?.detached?.(-1),
+          () => this.options.observer?.detached?.(-1),
+        );
+      });
+    });
+  }
+
+  private async settleFailure(thrown: unknown, claimed: ClaimedExecution, held: HeldExecution, log: () => Logger, started: number): Promise<ExecutionOutcome> {
     this.options.onHandlerReturned(held);
+    let err = thrown;
     const { execution } = claimed;
     const durationMs = Date.now() - started;
-    if (err instanceof SuspendSignal) {
-      if (this.options.log.isLevelEnabled('debug')) log().debug({ until: err.until }, 'execution suspended');
-      this.options.observer?.finished?.(execution.task, 'suspended', durationMs);
-      return { kind: 'suspended', wakeAt: err.until };
-    }
     if (err instanceof StoreUnavailableError) {
       // The database stayed away past the lease: abandon the attempt without recording a failure (that
       // would need the database, and an outage must not use up retries); it is taken over on expiry.
@@ -135,19 +190,20 @@ export class ExecutionRunner {
       this.options.observer?.finished?.(execution.task, 'lost', durationMs);
       return ABANDONED;
     }
-    if (err instanceof LeaseLostError || held.controller.aborted) {
-      log().info('execution no longer held: cancelled, taken over or released');
+    // A timeout is recorded as the execution's failure; any other stop means it is no longer ours.
+    const stop: unknown = held.controller.aborted ? held.controller.reason : undefined;
+    if (stop instanceof ExecutionTimeoutError) err = stop;
+    else if (stop !== undefined || err instanceof LeaseLostError) {
+      log().info({ reason: describeThrown(stop ?? err, false).type }, 'execution no longer held: cancelled, taken over or released');
       this.options.observer?.finished?.(execution.task, 'lost', durationMs);
       return LOST;
     }
     const registered = this.options.registry.get(execution.task);
-    const retryable = !isNonRetryable(err) && registered !== undefined && hasAttemptsLeft(registered.retry, execution.attempt);
-    const error = {
-      type: err instanceof Error ? (err.name || 'Error').slice(0, 200) : 'Error',
-      message: (err instanceof Error ? err.message : String(err)).slice(0, 4000),
-      retryable,
-    };
-    const delay = retryable && registered ? computeRetryDelay(registered.retry, execution.attempt) : null;
+    // The budget counts attempts since one last recorded a step: progress starts it over.
+    const attempts = Math.max(1, execution.attemptsSinceProgress);
+    const retryable = !isNonRetryable(err) && registered !== undefined && hasAttemptsLeft(registered.retry, attempts);
+    const error = describeThrown(err, retryable);
+    const delay = retryable && registered ? computeRetryDelay(registered.retry, attempts) : null;
     await held.claimCommitted;
     try {
       const landed = await retryWhileUnavailable(() => failExecution(this.options.db, held.lease, error, delay, execution.parentId), held.leaseExpiresAt);
@@ -164,5 +220,17 @@ export class ExecutionRunner {
       log().error({ err: (writeErr as Error).message }, 'could not record failure; the lease will expire and the execution be retried');
       return ABANDONED;
     }
+  }
+}
+
+/** How a handler's run ended, as the runner sees it. */
+type HandlerEnd = { kind: 'returned'; output: unknown } | { kind: 'threw'; error: unknown } | { kind: 'suspended'; wakeAt: Date | null };
+
+/** The handler's return value as it will be stored; one JSON cannot hold, or too large, fails the execution for good. */
+function toOutput(output: unknown, maxBytes: number): unknown {
+  try {
+    return toFaithfulJson(output, "the handler's return value", { maxBytes });
+  } catch (err) {
+    throw new NonRetryableError((err as Error).message);
   }
 }

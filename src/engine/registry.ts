@@ -2,13 +2,22 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseCronTrigger, type CronSchedule } from '../domain/cron';
+import { parseDuration } from '../domain/duration';
 import { resolveRetryPolicy, type ResolvedRetryPolicy } from '../domain/retry';
 import type { TaskRegistration } from '../store/tasks';
 import { isTaskDefinition, type TaskDefinition } from './task';
 
+/** A task as a worker runs it: its definition, with its retry policy and timeout resolved once. */
+export interface RegisteredTask {
+  def: TaskDefinition;
+  retry: ResolvedRetryPolicy;
+  /** The task's timeout in milliseconds, if it has one. */
+  timeoutMs: number | undefined;
+}
+
 /** The tasks one worker serves, by name, with their retry policies resolved once. */
 export class TaskRegistry {
-  private readonly tasks = new Map<string, { def: TaskDefinition; retry: ResolvedRetryPolicy; cron: CronSchedule | null }>();
+  private readonly tasks = new Map<string, RegisteredTask & { cron: CronSchedule | null }>();
 
   constructor(definitions: readonly TaskDefinition[] = []) {
     for (const def of definitions) this.add(def);
@@ -17,10 +26,11 @@ export class TaskRegistry {
   add(def: TaskDefinition): void {
     if (this.tasks.has(def.name)) throw new Error(`task ${def.name} is defined twice`);
     const cron = def.cron === undefined ? null : parseCronTrigger(def.name, def.cron);
-    this.tasks.set(def.name, { def, retry: resolveRetryPolicy(def.retry), cron });
+    const timeoutMs = def.timeout === undefined ? undefined : parseDuration(def.timeout, `task ${def.name}: timeout`);
+    this.tasks.set(def.name, { def, retry: resolveRetryPolicy(def.retry), timeoutMs, cron });
   }
 
-  get(name: string): { def: TaskDefinition; retry: ResolvedRetryPolicy } | undefined {
+  get(name: string): RegisteredTask | undefined {
     return this.tasks.get(name);
   }
 

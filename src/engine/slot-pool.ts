@@ -5,7 +5,7 @@ import { type Lease } from '../store/leases';
 import { releaseExecutions, returnUnstarted } from '../store/transitions/release';
 import { type ClaimedExecution } from '../store/transitions/claim';
 import { LazyAbortController } from './abort';
-import { LeaseLostError } from './errors';
+import { ExecutionCancelledError, ExecutionReleasedError, LeaseLostError } from './errors';
 
 /** An execution a worker holds, from its claim until its final write settles. */
 export interface HeldExecution {
@@ -223,7 +223,7 @@ export class SlotPool {
 
   /** A cancel: aborts the execution's handler; one still buffered is dropped and its place freed. */
   cancel(id: string): void {
-    this.held.get(id)?.controller.abort(new LeaseLostError(id));
+    this.held.get(id)?.controller.abort(new ExecutionCancelledError(id));
     // Cancelled while buffered: never started, nothing to write; its place is free at once.
     const at = this.buffer.findIndex((b) => b.claimed.execution.id === id);
     if (at >= 0) {
@@ -273,7 +273,7 @@ export class SlotPool {
     }
     const left = [...this.held.values()];
     if (left.length > 0) {
-      for (const a of left) a.controller.abort(new LeaseLostError(a.lease.id));
+      for (const a of left) a.controller.abort(new ExecutionReleasedError(a.lease.id));
       const released = await releaseExecutions(this.options.db, left.map((a) => a.lease)).catch((err: Error) => {
         this.options.log.error({ err: err.message }, 'release failed; leases will expire instead');
         return new Set<string>();

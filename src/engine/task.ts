@@ -1,9 +1,15 @@
 import type { Static, TSchema, TUnknown } from '@sinclair/typebox';
 import { parseCronTrigger, type CronTrigger } from '../domain/cron';
-import type { Duration } from '../domain/duration';
+import { parseDuration, type Duration } from '../domain/duration';
+import type { Jsonify } from '../domain/jsonify';
 import { compileJsonSchema, describeSchemaErrors } from '../domain/json-schema';
 import type { RetryPolicy } from '../domain/retry';
 import type { Logger } from '../logger';
+import type { StepFn } from './step-attempt';
+import type { StepOptions } from './step-runner';
+
+export type { StepAttempt, StepFn } from './step-attempt';
+export type { StepOptions } from './step-runner';
 
 /** Event names a handler may wait for: the declared ones, or any name when the task declares none. */
 export type EventName<E extends Record<string, TSchema>> = [keyof E] extends [never] ? string : keyof E & string;
@@ -21,15 +27,24 @@ export interface TaskContext<E extends Record<string, TSchema> = Record<string, 
    * when it was scheduled. The same on every attempt, so a report for "the day of this run" stays put.
    */
   readonly scheduledFor: Date;
-  /** Aborted when the execution is cancelled, its lease is lost, or the worker shuts down. */
+  /**
+   * Aborted when the execution stops here: cancelled (ExecutionCancelledError), past its task's
+   * timeout (ExecutionTimeoutError), its lease lost (LeaseLostError), or handed back by a worker
+   * shutting down (ExecutionReleasedError); the reason says which.
+   */
   readonly signal: AbortSignal;
   /** A logger bound to this execution. */
   readonly log: Logger;
   /**
-   * Runs `fn` once per execution and stores its JSON result before going on; a replay returns the
-   * stored result without calling `fn`. A name repeated within one execution is numbered in call order.
+   * Runs `fn` once per execution and stores its result before going on; a replay returns the stored
+   * result without calling `fn`. The result is its JSON form on every run, the first included (a Date
+   * becomes its ISO string); a value JSON cannot hold (Map, Set, BigInt, a function) fails the step.
+   * A failed attempt is retried by `options.retry` (the task's policy by default); an attempt past
+   * `options.timeout` fails with StepTimeoutError. When the retries run out the step throws
+   * StepFailedError, on this run and every replay. A name repeated within one execution is numbered
+   * in call order.
    */
-  step<T>(name: string, fn: () => Promise<T> | T): Promise<T>;
+  step<T>(name: string, fn: StepFn<T>, options?: StepOptions): Promise<Jsonify<Awaited<T>>>;
   /** Pauses durably for `duration` ('10m', 5000): the worker slot is freed meanwhile. */
   sleep(name: string, duration: Duration): Promise<void>;
   /** Pauses durably until `until`. */
@@ -77,6 +92,11 @@ export interface TaskOptions<D extends TSchema, E extends Record<string, TSchema
   events?: E;
   retry?: Partial<RetryPolicy>;
   /**
+   * The whole execution may take this long from its first start ('1h'), sleeps and waits included;
+   * past it, the execution fails with ExecutionTimeoutError and its handler is stopped.
+   */
+  timeout?: Duration;
+  /**
    * Runs the task on a schedule as well: a cron pattern (UTC), or `{ pattern, timezone, data }`. Every
    * worker serving the task fires it, and each fire time starts exactly one execution between them.
    */
@@ -113,6 +133,7 @@ export function defineTask<D extends TSchema = TUnknown, E extends Record<string
       throw new TypeError(`task ${options.name}: concurrency must be { limit } with a whole number of at least 1`);
     }
   }
+  if (options.timeout !== undefined) parseDuration(options.timeout, `task ${options.name}: timeout`);
   if (options.cron !== undefined) {
     const { data } = parseCronTrigger(options.name, options.cron);
     const validate = options.data ? compileJsonSchema(options.data) : undefined;

@@ -30,4 +30,9 @@ export interface WorkerOptions {
   pollIntervalMs?: number;
   shutdownGraceMs?: number;
   observer?: WorkerObserver;
+  /** Largest JSON of a step result or output, in bytes (4 MiB); most durable operations per execution (10,000). */
+  limits?: Partial<{ valueBytes: number; operations: number }>;
 }
+
+/** The limits a worker applies when its options name none. */
+export const DEFAULT_LIMITS = Object.freeze({ valueBytes: 4 * 1024 * 1024, operations: 10_000 });

@@ -11,7 +11,7 @@ import { TaskRegistry } from './registry';
 import { SlotPool, type HeldExecution } from './slot-pool';
 import { WakeSignal } from './wake-signal';
 import { WorkNotifications } from './work-notifications';
-import type { WorkerOptions } from './worker-options';
+import { DEFAULT_LIMITS, type WorkerOptions } from './worker-options';
 
 export type { WorkerObserver, WorkerOptions } from './worker-options';
 
@@ -63,7 +63,8 @@ export class Worker {
     this.slots = new SlotPool({ db, log, concurrency: options.concurrency ?? 32, prefetch: options.prefetch, prefetchHoldMs, leaseMs: this.leaseMs, onFreed: () => this.signal.wake() });
     // The completion is group-committed by the worker, whose flush claims too (completeAndClaim).
     const complete = (completion: Completion) => this.completions.submit(completion);
-    this.runner = new ExecutionRunner({ db, log, registry: this.registry, observer: options.observer, complete, onHandlerReturned: (held) => this.leaveHandler(held) });
+    const limits = { ...DEFAULT_LIMITS, ...options.limits };
+    this.runner = new ExecutionRunner({ db, log, registry: this.registry, observer: options.observer, complete, limits, onHandlerReturned: (held) => this.leaveHandler(held) });
     const serves = (task: string) => this.registry.get(task) !== undefined;
     this.notifications = new WorkNotifications({ url: options.databaseUrl, log, serves, onWork: () => this.signal.wake(), onCancel: (id) => this.slots.cancel(id) });
     this.completions = new GroupCommitter((items: Completion[]) => this.completeAndClaim(items), isDatabaseUnavailable);

@@ -141,9 +141,26 @@ async function insertOnce(run: Runner, items: readonly NewExecution[]): Promise<
   });
 }
 
+/**
+ * One execution, with the event waits it has open (earliest first) when it is waiting: a handler may
+ * wait for several events at once, each an open `event` step.
+ */
 export async function getExecution(db: Db, id: string): Promise<ExecutionRecord | undefined> {
-  const rows = await preparedRows<ExecutionRow>(db, 'stepwise_get_execution', 'SELECT * FROM stepwise.executions WHERE id = $1', [id]);
-  return rows[0] ? rowToExecution(rows[0]) : undefined;
+  const rows = await preparedRows<ExecutionRow & { open_waits: Array<{ event_name: string; since: string; timeout_at: string | null }> | null }>(
+    db,
+    'stepwise_get_execution_v2',
+    `SELECT e.*, CASE WHEN e.status = 'waiting' THEN (
+              SELECT jsonb_agg(jsonb_build_object('event_name', s.event_name, 'since', s.started_at, 'timeout_at', s.wake_at) ORDER BY s.started_at, s.seq)
+                FROM stepwise.steps s
+               WHERE s.execution_id = e.id AND s.kind = 'event' AND NOT s.completed AND s.outcome IS NULL) END AS open_waits
+       FROM stepwise.executions e WHERE e.id = $1`,
+    [id],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  const execution = rowToExecution(row);
+  execution.openWaits = (row.open_waits ?? []).map((w) => ({ eventName: w.event_name, since: new Date(w.since), timeoutAt: w.timeout_at === null ? null : new Date(w.timeout_at) }));
+  return execution;
 }
 
 /** Reads several executions at once (the long-poll fan-out checks all its waiters in one query). */
@@ -233,29 +250,33 @@ export async function listExecutions(db: Db, filter: ListFilter): Promise<ListPa
 export type DeliverOutcome = { kind: 'delivered'; execution: ExecutionRecord } | { kind: 'not_waiting' };
 
 /**
- * Delivers an event in one statement: it locks the execution only if it waits for this event, marks
- * the wait's step done with the payload, makes the execution due and wakes the workers. Of two
- * concurrent deliveries the second waits for the row lock, and Postgres re-checks its condition on
- * the updated row, where the wait is already satisfied: it delivers nothing. The caller validates the
- * payload first (an execution's task never changes).
+ * Delivers an event in one statement: it locks the execution while it waits, completes its earliest
+ * open wait for this event whose deadline has not passed (a delivery after the timeout loses to it),
+ * makes the execution due and wakes the workers. Of two concurrent deliveries the second waits for
+ * the row lock; its update of the wait's step then finds the step completed and delivers nothing.
+ * The caller validates the payload first (an execution's task never changes).
  */
 export async function deliverEvent(db: Db, id: string, eventName: string, payload: unknown): Promise<DeliverOutcome> {
   const rows = await preparedRows<ExecutionRow>(
     db,
-    'stepwise_deliver_event',
+    'stepwise_deliver_event_v2',
     `WITH target AS (
-       SELECT id FROM stepwise.executions WHERE id = $1 AND status = 'waiting' AND wait_event_name = $2 FOR UPDATE
+       SELECT id FROM stepwise.executions WHERE id = $1 AND status = 'waiting' FOR UPDATE
      ),
      step AS (
        UPDATE stepwise.steps s SET completed = true, result = jsonb_build_object('payload', $3::jsonb), completed_at = now()
-         FROM target WHERE s.execution_id = target.id AND s.kind = 'event' AND NOT s.completed
+        WHERE s.execution_id = (SELECT id FROM target) AND s.seq = (
+                SELECT o.seq FROM stepwise.steps o
+                 WHERE o.execution_id = (SELECT id FROM target) AND o.kind = 'event' AND o.event_name = $2
+                   AND NOT o.completed AND o.outcome IS NULL AND (o.wake_at IS NULL OR o.wake_at > now())
+                 ORDER BY o.seq LIMIT 1)
+          AND NOT s.completed AND s.outcome IS NULL
        RETURNING s.seq
      ),
      delivered AS (
        UPDATE stepwise.executions e
-          SET wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL, due_at = now(),
-              steps_completed = e.steps_completed + 1
-         FROM target WHERE e.id = target.id
+          SET due_at = now(), steps_completed = e.steps_completed + 1
+        WHERE e.id = (SELECT id FROM target) AND EXISTS (SELECT 1 FROM step)
        RETURNING e.*
      )
      SELECT delivered.*, pg_notify('${CHANNEL_WORK}', delivered.task) IS NULL AS _n FROM delivered`,

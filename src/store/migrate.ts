@@ -7,6 +7,7 @@ import * as m005 from './migrations/005-task-cron';
 import * as m006 from './migrations/006-task-concurrency';
 import * as m007 from './migrations/007-child-executions';
 import * as m008 from './migrations/008-cancel-in-one-place';
+import * as m009 from './migrations/009-parallel-waits';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -23,6 +24,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['006-task-concurrency', m006],
   ['007-child-executions', m007],
   ['008-cancel-in-one-place', m008],
+  ['009-parallel-waits', m009],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {

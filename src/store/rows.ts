@@ -34,6 +34,17 @@ export interface ExecutionRecord {
   error: ExecutionError | null;
   /** The execution whose handler started this one (ctx.invoke, ctx.spawn), or null. */
   parentId: string | null;
+  /** Attempts since one last recorded a step: what the task's retry budget counts. */
+  attemptsSinceProgress: number;
+  /** The event waits still open, earliest first; read by getExecution only (empty unless waiting). */
+  openWaits?: OpenWait[];
+}
+
+/** An event an execution waits for: since when, and until when (null: no timeout). */
+export interface OpenWait {
+  eventName: string;
+  since: Date;
+  timeoutAt: Date | null;
 }
 
 export interface ExecutionRow {
@@ -57,6 +68,7 @@ export interface ExecutionRow {
   output: unknown;
   error: ExecutionError | null;
   parent_id: string | null;
+  attempts_since_progress: number;
 }
 
 export function rowToExecution(row: ExecutionRow): ExecutionRecord {
@@ -81,11 +93,23 @@ export function rowToExecution(row: ExecutionRow): ExecutionRecord {
     output: row.output,
     error: row.error,
     parentId: row.parent_id ?? null,
+    attemptsSinceProgress: row.attempts_since_progress ?? 0,
   };
 }
 
 /** Kinds of durable operation a handler records, in call order. */
 export type StepKind = 'step' | 'sleep' | 'event' | 'child';
+
+/** How a recorded operation ended, beyond `completed`: a step whose retries ran out, or one cut by a cancel. */
+export type StepOutcome = 'failed' | 'cancelled';
+
+/** One failed attempt of a step, kept for the operator. */
+export interface StepFailure {
+  attempt: number;
+  error: ExecutionError;
+  started_at: string;
+  ended_at: string;
+}
 
 export interface StepRecord {
   executionId: string;
@@ -97,6 +121,13 @@ export interface StepRecord {
   wakeAt: Date | null;
   startedAt: Date;
   completedAt: Date | null;
+  /** For an event wait: the event's name (the step's name is numbered when repeated). */
+  eventName: string | null;
+  outcome: StepOutcome | null;
+  /** The final error of a failed step. */
+  error: ExecutionError | null;
+  /** The failed attempts of a step, oldest first. */
+  failures: StepFailure[];
 }
 
 export interface StepRow {
@@ -109,6 +140,10 @@ export interface StepRow {
   wake_at: Date | null;
   started_at: Date;
   completed_at: Date | null;
+  event_name: string | null;
+  outcome: StepOutcome | null;
+  error: ExecutionError | null;
+  failures: StepFailure[] | null;
 }
 
 export function rowToStep(row: StepRow): StepRecord {
@@ -122,6 +157,10 @@ export function rowToStep(row: StepRow): StepRecord {
     wakeAt: row.wake_at,
     startedAt: row.started_at,
     completedAt: row.completed_at,
+    eventName: row.event_name ?? null,
+    outcome: row.outcome ?? null,
+    error: row.error ?? null,
+    failures: row.failures ?? [],
   };
 }
 

@@ -1,6 +1,6 @@
-import { preparedRows, queryRows, type Db } from './db';
+import { preparedRows, queryRows, withReadCommitted, type Db } from './db';
 import type { Lease } from './leases';
-import { rowToStep, toJsonb, type StepKind, type StepRecord, type StepRow } from './rows';
+import { rowToStep, toJsonb, type ExecutionError, type StepRecord, type StepRow } from './rows';
 
 /** The durable history of an execution, in call order. */
 export async function loadSteps(db: Db, executionId: string): Promise<StepRecord[]> {
@@ -21,8 +21,8 @@ export interface StepResult extends Lease {
   /** When the step's function started (its row is written only when it finishes). */
   startedAt: Date;
   /**
-   * Sent again after an error that may have come after its commit (a connection cut): its row may
-   * already be there, written by this very attempt.
+   * Sent again after an error that may have come after its commit (a connection cut), or recorded
+   * after failed attempts of the step: its row may already be there.
    */
   resent?: boolean;
 }
@@ -61,7 +61,7 @@ function recordStepsSql(counts: string, conflict: string): string {
      ),
      fence AS (
        UPDATE stepwise.executions e
-          SET steps_completed = e.steps_completed + c.n, current_step = NULL
+          SET steps_completed = e.steps_completed + c.n, current_step = NULL, attempts_since_progress = 0
          FROM (${counts}) c
         WHERE e.id = c.id AND e.lease_token = c.token AND e.status = 'running'
         RETURNING e.id, e.lease_token
@@ -75,14 +75,20 @@ function recordStepsSql(counts: string, conflict: string): string {
 
 const RECORD_STEPS = ['stepwise_record_steps', recordStepsSql('SELECT id, token, count(*)::int AS n FROM input GROUP BY id, token', '')] as const;
 
-/** Counts only steps not yet recorded, and reports a row this attempt already wrote as landed. */
+/**
+ * Counts only steps not yet completed, reports a row this attempt already wrote as landed, and
+ * completes the row that a step's failed attempts left (its failures stay).
+ */
 const RECORD_STEPS_AGAIN = [
   'stepwise_record_steps_again',
   recordStepsSql(
-    `SELECT i.id, i.token, count(*) FILTER (WHERE s.seq IS NULL)::int AS n
+    `SELECT i.id, i.token, count(*) FILTER (WHERE s.seq IS NULL OR NOT s.completed)::int AS n
        FROM input i LEFT JOIN stepwise.steps s ON s.execution_id = i.id AND s.seq = i.seq
       GROUP BY i.id, i.token`,
-    `ON CONFLICT (execution_id, seq) DO UPDATE SET completed = st.completed WHERE st.kind = 'step' AND st.completed AND st.name = EXCLUDED.name`,
+    `ON CONFLICT (execution_id, seq) DO UPDATE
+        SET completed = true, result = CASE WHEN st.completed THEN st.result ELSE EXCLUDED.result END,
+            completed_at = coalesce(st.completed_at, EXCLUDED.completed_at), wake_at = NULL
+      WHERE st.kind = 'step' AND st.outcome IS NULL AND st.name = EXCLUDED.name`,
   ),
 ] as const;
 
@@ -92,19 +98,79 @@ export async function recordStepResult(db: Db, lease: Lease, seq: number, name: 
   return landed.has(stepKey(lease.id, seq));
 }
 
-/** Completes a sleep whose time has come, or a wait whose timeout passed, and counts it. Fenced. */
-export async function completeTimedStep(db: Db, lease: Lease, seq: number, result: unknown): Promise<boolean> {
+/** A failed attempt of a step to record: the last one when `final`, else one to retry (after `retryAt`, when durable). */
+export interface StepFailureRecord {
+  seq: number;
+  name: string;
+  attempt: number;
+  error: ExecutionError;
+  startedAt: Date;
+  final: boolean;
+  /** A retry far enough off to free the worker slot: the step row's deadline, as a sleep's. */
+  retryAt?: Date;
+}
+
+/**
+ * Records a failed attempt of a step, fenced by the lease: appends it to the step's failures (its row
+ * is made on the first failure) and, for the last one, marks the step failed with its error. A retry
+ * far off sets the row's `wake_at`, which the suspension then waits for. Returns false when the lease
+ * was lost.
+ */
+export async function recordStepFailure(db: Db, lease: Lease, f: StepFailureRecord): Promise<boolean> {
+  const failure = { attempt: f.attempt, error: f.error, started_at: f.startedAt.toISOString() };
   const rows = await queryRows<{ seq: number }>(
     db,
     `WITH fence AS (
-       UPDATE stepwise.executions SET steps_completed = steps_completed + 1, current_step = NULL
-        WHERE id = ? AND lease_token = ? AND status = 'running'
-        RETURNING id
+       SELECT id FROM stepwise.executions WHERE id = ? AND lease_token = ? AND status = 'running' FOR NO KEY UPDATE
      )
-     UPDATE stepwise.steps s SET completed = true, result = ?::jsonb, completed_at = now()
-       FROM fence WHERE s.execution_id = fence.id AND s.seq = ? AND NOT s.completed
-     RETURNING s.seq`,
-    [lease.id, lease.token, toJsonb(result ?? null), seq],
+     INSERT INTO stepwise.steps AS st (execution_id, seq, name, kind, completed, failures, outcome, error, wake_at, started_at, completed_at)
+     SELECT fence.id, ?, ?, 'step', false, jsonb_build_array(?::jsonb || jsonb_build_object('ended_at', now())),
+            CASE WHEN ? THEN 'failed' END, CASE WHEN ? THEN ?::jsonb END, ?::timestamptz, least(?::timestamptz, now()), CASE WHEN ? THEN now() END
+       FROM fence
+     ON CONFLICT (execution_id, seq) DO UPDATE
+        SET failures = coalesce(st.failures, '[]'::jsonb) || EXCLUDED.failures, outcome = EXCLUDED.outcome,
+            error = EXCLUDED.error, wake_at = EXCLUDED.wake_at, completed_at = EXCLUDED.completed_at
+      WHERE st.kind = 'step' AND NOT st.completed AND st.outcome IS NULL AND st.name = EXCLUDED.name
+     RETURNING seq`,
+    [lease.id, lease.token, f.seq, f.name, JSON.stringify(failure), f.final, f.final, JSON.stringify(f.error), f.retryAt ?? null, f.startedAt, f.final],
   );
   return rows.length > 0;
+}
+
+/** What completing a timed operation found: done by this call, finished by another way first, or the lease lost. */
+export type TimedCompletion = { kind: 'completed' | 'finished'; result: unknown } | { kind: 'not_due' } | { kind: 'lost' };
+
+/**
+ * Completes a sleep whose time has come, or a wait (an event's, a child's) whose deadline has passed,
+ * and counts it; the deadline is checked in the statement, on the database's clock, so a delivery that
+ * came first wins and one that comes later loses. `result` is merged into what the step holds (a
+ * child step keeps its child's id). A step found finished (a child that finished before its deadline)
+ * is returned as it is. Lock first, then read, in READ COMMITTED: a child's trigger that finished the
+ * step while this waited for the lock is then seen.
+ */
+export async function completeTimedStep(db: Db, lease: Lease, seq: number, result: Record<string, unknown>): Promise<TimedCompletion> {
+  return withReadCommitted(db, async (connection): Promise<TimedCompletion> => {
+    const fence = await connection.query(`SELECT 1 FROM stepwise.executions WHERE id = $1 AND lease_token = $2 AND status = 'running' FOR NO KEY UPDATE`, [lease.id, lease.token]);
+    if (fence.rowCount === 0) return { kind: 'lost' };
+    const { rows } = await connection.query<{ completed: boolean; result: unknown; done: boolean }>(
+      `WITH done AS (
+         UPDATE stepwise.steps s SET completed = true, result = coalesce(s.result, '{}'::jsonb) || $3::jsonb, completed_at = now()
+          WHERE s.execution_id = $1 AND s.seq = $2 AND NOT s.completed AND s.outcome IS NULL AND s.wake_at <= now()
+         RETURNING s.result
+       ),
+       counted AS (
+         UPDATE stepwise.executions SET steps_completed = steps_completed + 1, current_step = NULL
+          WHERE id = $1 AND EXISTS (SELECT 1 FROM done)
+         RETURNING id
+       )
+       SELECT true AS completed, result, true AS done, (SELECT count(*) FROM counted) AS _c FROM done
+       UNION ALL
+       SELECT completed, result, false, 0 FROM stepwise.steps WHERE execution_id = $1 AND seq = $2 AND NOT EXISTS (SELECT 1 FROM done)`,
+      [lease.id, seq, JSON.stringify(result)],
+    );
+    const row = rows[0];
+    if (!row) throw new Error(`the history of execution ${lease.id} has no operation at #${seq + 1}`);
+    if (row.done) return { kind: 'completed', result: row.result };
+    return row.completed ? { kind: 'finished', result: row.result } : { kind: 'not_due' };
+  });
 }

@@ -47,6 +47,7 @@ describe('executions', () => {
       steps_completed: 0,
       current_step: null,
       waiting_for_event: null,
+      waiting_for_events: [],
       attempt: 0,
       created_at: expect.stringMatching(ISO_MS),
       start_at: null,

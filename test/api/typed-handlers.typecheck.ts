@@ -11,6 +11,7 @@ const execution = {
   steps_completed: 0,
   current_step: null,
   waiting_for_event: null,
+  waiting_for_events: [],
   attempt: 0,
   created_at: '2024-01-01T00:00:00.000Z',
   start_at: null,

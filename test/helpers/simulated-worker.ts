@@ -30,7 +30,7 @@ export async function claimExecution(db: Db, task: string, id: string): Promise<
 
 /** Makes a claimed execution wait for `eventName` (as ctx.waitForEvent would), with no timeout. */
 export async function waitForEventAs(db: Db, lease: Lease, eventName: string, seq = 0): Promise<void> {
-  const done = await suspendExecution(db, lease, { seq, name: eventName, kind: 'event', wakeAt: null });
+  const done = await suspendExecution(db, lease, [{ seq, name: eventName, kind: 'event', eventName, wakeAt: null }], null, eventName);
   if (!done) throw new Error('simulated worker lost its lease');
 }
 

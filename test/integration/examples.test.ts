@@ -41,14 +41,21 @@ describe('the example tasks', () => {
     });
   });
 
-  test('flaky API: retried through its simulated 503s, and a declined card fails at once', async () => {
+  test('flaky API: the step alone is retried through its simulated 503s, and a declined card fails at once', async () => {
     const ok = await api.client.schedule('flaky-api', { paymentId: 'p-1', failFirst: 2 });
-    expect(await api.client.wait(ok.execution_id, { deadlineMs: 15_000 })).toMatchObject({ status: 'completed', attempt: 3 });
+    expect(await api.client.wait(ok.execution_id, { deadlineMs: 15_000 })).toMatchObject({ status: 'completed', attempt: 1, output: { attempts: 3 } });
+    const [call] = await api.client.listSteps(ok.execution_id);
+    expect(call).toMatchObject({ name: 'call-payment-api', status: 'completed', error: null });
+    expect(call.failed_attempts.map((f) => [f.attempt, f.error.message])).toEqual([
+      [1, 'payment API unavailable (HTTP 503) on attempt 1'],
+      [2, 'payment API unavailable (HTTP 503) on attempt 2'],
+    ]);
     const declined = await api.client.schedule('flaky-api', { paymentId: 'p-2', declined: true });
     expect(await api.client.wait(declined.execution_id, { deadlineMs: 15_000 })).toMatchObject({
       status: 'failed',
-      error: { type: 'NonRetryableError', message: 'payment p-2 was declined (HTTP 402)', retryable: false },
+      error: { type: 'StepFailedError', message: 'step "call-payment-api" failed: payment p-2 was declined (HTTP 402)', retryable: false },
     });
+    expect((await api.client.listSteps(declined.execution_id))[0]).toMatchObject({ status: 'failed', error: { type: 'NonRetryableError', message: 'payment p-2 was declined (HTTP 402)' } });
   });
 
   test('onboarding drip: three emails with durable sleeps between them', async () => {

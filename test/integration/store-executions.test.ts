@@ -323,7 +323,7 @@ describe('store: executions', () => {
     expect(await getExecution(t.db, fresh.id)).toMatchObject({ status: 'pending', attempt: 0, startedAt: null, leaseToken: null });
     // A resumed (waiting) execution goes back to waiting, its attempt untouched.
     const [again] = await claimExecutions(t.db, ['give-back'], 1, 30000);
-    await suspendExecution(t.db, { id: fresh.id, token: again.execution.leaseToken as string }, { seq: 1, name: 'nap', kind: 'sleep', wakeAt: new Date(Date.now() - 1000) });
+    await suspendExecution(t.db, { id: fresh.id, token: again.execution.leaseToken as string }, [{ seq: 1, name: 'nap', kind: 'sleep', wakeAt: new Date(Date.now() - 1000) }], null, 'nap');
     const [resumed] = await claimExecutions(t.db, ['give-back'], 1, 30000);
     expect(resumed.previousStatus).toBe('waiting');
     await returnUnstarted(t.db, [{ id: fresh.id, token: resumed.execution.leaseToken as string, previousStatus: 'waiting' }]);
@@ -360,7 +360,7 @@ describe('store: executions', () => {
 
   test('ten concurrent deliveries of one event: exactly one delivers, and the step holds its payload', async () => {
     const { id, lease } = await claimOne('event-race');
-    expect(await suspendExecution(t.db, lease, { seq: 0, name: 'go', kind: 'event', eventName: 'go', wakeAt: null })).toBeDefined();
+    expect(await suspendExecution(t.db, lease, [{ seq: 0, name: 'go', kind: 'event', eventName: 'go', wakeAt: null }], null, 'go')).toBeDefined();
     const outcomes = await Promise.all(Array.from({ length: 10 }, (_, i) => deliverEvent(t.db, id, 'go', { i })));
     const winners = outcomes.filter((o) => o.kind === 'delivered');
     expect(winners).toHaveLength(1);

@@ -14,6 +14,8 @@ function step(seq: number, kind: Step['kind'], startMs: number, endMs: number | 
     wake_at: null,
     started_at: at(startMs),
     completed_at: endMs === null ? null : at(endMs),
+    error: null,
+    failed_attempts: [],
     ...extra,
   };
 }

@@ -56,4 +56,19 @@ describe('configuration', () => {
     expect(() => loadConfig({ file: file({ metrics: { token: '' } }), env: {} })).toThrow(/\/metrics\/token must NOT have fewer than 1 characters/);
     expect(() => loadConfig({ file: file({ metrics: { tokens: ['x'] } }), env: {} })).toThrow(/additional properties \(tokens\)/);
   });
+
+  test('limits: 4 MiB per value and 10,000 operations by default, from the file or the environment, positive integers', () => {
+    expect(loadConfig({ env: {} }).limits).toEqual({ valueBytes: 4194304, operations: 10000 });
+    const fromEnv = loadConfig({ env: { STEPWISE_MAX_VALUE_BYTES: '1048576', STEPWISE_MAX_OPERATIONS: '500' } }).limits;
+    expect(fromEnv).toEqual({ valueBytes: 1048576, operations: 500 });
+    expect(loadConfig({ file: file({ limits: { operations: 20000 } }), env: {} }).limits).toEqual({ valueBytes: 4194304, operations: 20000 });
+    expect(() => loadConfig({ env: { STEPWISE_MAX_VALUE_BYTES: '0' } })).toThrow(/\/limits\/valueBytes must be >= 1/);
+    expect(() => loadConfig({ env: { STEPWISE_MAX_OPERATIONS: '-5' } })).toThrow(/\/limits\/operations must be >= 1/);
+    expect(() => loadConfig({ env: { STEPWISE_MAX_VALUE_BYTES: '4MB' } })).toThrow(/^STEPWISE_MAX_VALUE_BYTES must be an integer/);
+    expect(() => loadConfig({ file: file({ limits: { valueBytes: 1.5 } }), env: {} })).toThrow(/\/limits\/valueBytes must be integer/);
+    // jsonb holds at most 255 MiB; sequence numbers are a PostgreSQL integer.
+    expect(() => loadConfig({ env: { STEPWISE_MAX_VALUE_BYTES: '268435456' } })).toThrow(/\/limits\/valueBytes must be <= 268435455/);
+    expect(() => loadConfig({ env: { STEPWISE_MAX_OPERATIONS: '2147483648' } })).toThrow(/\/limits\/operations must be <= 2147483647/);
+    expect(() => loadConfig({ file: file({ limits: { bytes: 1 } }), env: {} })).toThrow(/additional properties \(bytes\)/);
+  });
 });

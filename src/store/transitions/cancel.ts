@@ -18,6 +18,7 @@ export type CancelOutcome =
  * hears CHANNEL_CANCEL and aborts ctx.signal; its later writes are fenced out by the status check.
  * Stamped with clock_timestamp(), evaluated once the row is locked: a step that committed while the
  * cancel waited for the row is then stamped before it (now() would be when the cancel began waiting).
+ * Their open sleeps, waits and retrying steps are marked cancelled in the same statement.
  *
  * Every statement that finishes a child locks its parent first (see COMPLETE_CTES); so does the
  * cancel, in a READ COMMITTED transaction of its own: the execution's own parent, if any (a finished
@@ -52,9 +53,14 @@ export async function cancelExecution(db: Db, id: string): Promise<CancelOutcome
           WHERE e.id = ANY($2::uuid[]) AND ${startsFrom(CANCEL, 'e.status')}
             AND EXISTS (SELECT 1 FROM stepwise.executions r WHERE r.id = $1 AND ${startsFrom(CANCEL, 'r.status')})
           RETURNING e.*
+       ),
+       open_steps AS (
+         UPDATE stepwise.steps s SET outcome = 'cancelled', completed_at = c.completed_at
+           FROM c WHERE s.execution_id = c.id AND NOT s.completed AND s.outcome IS NULL
+         RETURNING 1
        )
        SELECT c.*, pg_notify('${CHANNEL_CANCEL}', c.id::text) IS NULL AS _a,
-              pg_notify('${CHANNEL_CHANGED}', c.id::text) IS NULL AS _b FROM c`,
+              pg_notify('${CHANNEL_CHANGED}', c.id::text) IS NULL AS _b, (SELECT count(*) FROM open_steps) AS _s FROM c`,
       [id, subtree],
     );
     return result.rows;

@@ -10,7 +10,7 @@ const FRESH = statusIn(CLAIM.from.filter((s) => s !== 'running'));
 const TAKEN_OVER = statusIn(CLAIM.from.filter((s) => s === 'running'));
 
 /** What a worker needs of an execution it claimed (the claim returns no more: parsing is per row). */
-export type ClaimedRecord = Pick<ExecutionRecord, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'stepsCompleted' | 'leaseToken' | 'parentId'>;
+export type ClaimedRecord = Pick<ExecutionRecord, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'attemptsSinceProgress' | 'stepsCompleted' | 'leaseToken' | 'parentId'>;
 
 /** A claimed execution together with what the claim saw. */
 export interface ClaimedExecution {
@@ -21,6 +21,8 @@ export interface ClaimedExecution {
   claimedAt: Date;
   /** When the execution could first start: when it was scheduled, or the later `start_at` it asked for. */
   readyAt: Date;
+  /** When it was first claimed: a task's `timeout` runs from here. */
+  startedAt: Date;
   /** Its `start_at` as given (a cron fire time, say), else when it was scheduled: ctx.scheduledFor. */
   scheduledFor: Date;
 }
@@ -98,7 +100,8 @@ export async function claimLimitedExecutions(db: Db, task: string, cap: number, 
 }
 
 /** Instants come as epoch milliseconds: a number parses in a fraction of a timestamp's time. */
-type ClaimRow = Pick<ExecutionRow, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'steps_completed' | 'lease_token' | 'parent_id'> & {
+type ClaimRow = Pick<ExecutionRow, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'attempts_since_progress' | 'steps_completed' | 'lease_token' | 'parent_id'> & {
+  started_ms: number;
   ready_ms: number;
   scheduled_ms: number;
   previous_status: ClaimedExecution['previousStatus'];
@@ -163,6 +166,7 @@ const toClaimed = (r: ClaimRow): ClaimedExecution => ({
     status: r.status,
     data: r.data,
     attempt: r.attempt,
+    attemptsSinceProgress: r.attempts_since_progress,
     stepsCompleted: r.steps_completed,
     leaseToken: r.lease_token,
     parentId: r.parent_id,
@@ -170,6 +174,7 @@ const toClaimed = (r: ClaimRow): ClaimedExecution => ({
   previousStatus: r.previous_status,
   claimedAt: new Date(r.claimed_ms),
   readyAt: new Date(r.ready_ms),
+  startedAt: new Date(r.started_ms),
   scheduledFor: new Date(r.scheduled_ms),
 });
 
@@ -206,12 +211,14 @@ function claimCtes(tasks: string, limit: string, leaseSecs: string, exclude: str
        UPDATE stepwise.executions e
           SET status = ${writes(CLAIM, 'running')},
               attempt = e.attempt + CASE WHEN e.status = 'waiting' THEN 0 ELSE 1 END,
+              attempts_since_progress = e.attempts_since_progress + CASE WHEN e.status = 'waiting' THEN 0 ELSE 1 END,
               lease_token = gen_random_uuid(),
               due_at = now() + make_interval(secs => ${leaseSecs}),
               started_at = coalesce(e.started_at, now()),
               wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL
         WHERE e.id = ANY(ARRAY(SELECT id FROM due))
-        RETURNING e.id, e.task, e.status, e.data, e.attempt, e.steps_completed, e.lease_token, e.parent_id,
+        RETURNING e.id, e.task, e.status, e.data, e.attempt, e.attempts_since_progress, e.steps_completed, e.lease_token, e.parent_id,
+                  (extract(epoch FROM e.started_at) * 1000)::float8 AS started_ms,
                   (extract(epoch FROM greatest(e.created_at, e.start_at)) * 1000)::float8 AS ready_ms,
                   (extract(epoch FROM coalesce(e.start_at, e.created_at)) * 1000)::float8 AS scheduled_ms
      )`;

@@ -39,6 +39,7 @@ export async function returnUnstarted(db: Db, items: readonly Unstarted[]): Prom
     `UPDATE stepwise.executions e
         SET status = CASE WHEN l.previous = 'waiting' THEN ${writes(RETURN_UNSTARTED, 'waiting')} ELSE ${writes(RETURN_UNSTARTED, 'pending')} END,
             attempt = e.attempt - CASE WHEN l.previous = 'waiting' THEN 0 ELSE 1 END,
+            attempts_since_progress = greatest(0, e.attempts_since_progress - CASE WHEN l.previous = 'waiting' THEN 0 ELSE 1 END),
             started_at = CASE WHEN l.previous = 'pending' AND e.attempt = 1 THEN NULL ELSE e.started_at END,
             due_at = now(), lease_token = NULL, current_step = NULL
        FROM unnest(?::uuid[], ?::uuid[], ?::text[]) AS l(id, token, previous)

@@ -1,0 +1,73 @@
+import { parseDuration } from '../domain/duration';
+import { newExecutionId } from '../domain/ids';
+import { toInstant } from '../domain/instant';
+import { toStoredValue } from '../domain/json';
+import { startChild, type ChildStepResult } from '../store/children';
+import type { StepRecord } from '../store/rows';
+import { completeTimedStep } from '../store/steps';
+import type { OperationContext } from './durable-context';
+import { ChildExecutionError, ChildTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError } from './errors';
+import type { InvokeOptions, TaskDefinition } from './task';
+
+/** ctx.invoke and ctx.spawn: start a child execution once, and wait for it durably (invoke). */
+export class ChildSteps {
+  constructor(private readonly ctx: OperationContext & { throwIfAborted(): void }) {}
+
+  /**
+   * Replays a finished child; otherwise starts it (once: a replay finds it by its key) and blocks on
+   * it until it finishes or the invoke's timeout (the step's deadline) passes, whichever the database
+   * decides came first.
+   */
+  async invoke(seq: number, key: string, recorded: StepRecord | undefined, task: TaskDefinition | string, data: unknown, options: InvokeOptions): Promise<unknown> {
+    if (recorded?.completed) return childOutcome(seq, key, recorded.result as ChildStepResult);
+    if (!recorded) {
+      await this.start(seq, key, task, data, options, false);
+      return this.ctx.suspension.block({ seq, name: key, kind: 'child', wakeAt: null });
+    }
+    this.ctx.throwIfAborted();
+    if (recorded.wakeAt && recorded.wakeAt.getTime() <= this.ctx.databaseNow()) {
+      const timed = await this.ctx.write(() => completeTimedStep(this.ctx.db, this.ctx.lease, seq, { timed_out: true }));
+      if (timed.kind === 'lost') throw new LeaseLostError(this.ctx.lease.id);
+      if (timed.kind !== 'not_due') return childOutcome(seq, key, timed.result as ChildStepResult);
+    }
+    return this.ctx.suspension.block({ seq, name: key, kind: 'child', wakeAt: recorded.wakeAt });
+  }
+
+  /** Checks the child's task and data, then inserts it with the step recording it (see startChild). */
+  async start(seq: number, key: string, task: TaskDefinition | string, data: unknown, options: InvokeOptions, detached: boolean): Promise<string> {
+    this.ctx.throwIfAborted();
+    const taskName = typeof task === 'string' ? task : task?.name;
+    if (typeof taskName !== 'string') throw new TypeError(`child ${JSON.stringify(key)}: the task must be a task name or a defineTask() result`);
+    let startAt: Date | undefined;
+    if (options.startAt !== undefined) {
+      startAt = toInstant(options.startAt);
+      if (!startAt) throw new RangeError(`child ${JSON.stringify(key)}: startAt ${String(options.startAt)} is not an instant`);
+    }
+    const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, `invoke ${JSON.stringify(key)} timeout`);
+    // Checked, against the schema too, as it will be stored (see toStoredValue).
+    let stored: unknown;
+    try {
+      stored = toStoredValue(data, `the data of child ${JSON.stringify(key)}`);
+    } catch (err) {
+      throw new NonRetryableError((err as Error).message);
+    }
+    return this.ctx.suspension.track(async () => {
+      await this.ctx.children.check(taskName, stored);
+      const id = newExecutionId();
+      const started = Date.now();
+      const childId = await this.ctx.write(() => startChild(this.ctx.db, this.ctx.lease, { id, seq, name: key, task: taskName, data: stored, startAt, detached, timeoutMs }));
+      if (childId === undefined) throw new LeaseLostError(this.ctx.lease.id);
+      if (detached) this.ctx.onStep?.(key, 'child', Date.now() - started);
+      return childId;
+    });
+  }
+}
+
+/** A finished child step as ctx.invoke returns it: the output, or ChildExecutionError. */
+function childOutcome(seq: number, key: string, result: ChildStepResult): unknown {
+  if (result.timed_out) throw new ChildTimeoutError(result.execution_id);
+  // A step recorded by ctx.spawn holds only the id: the handler now invokes where it spawned.
+  if (result.status === undefined) throw new NonDeterminismError(seq, `spawn ${JSON.stringify(key)}`, `invoke ${JSON.stringify(key)}`);
+  if (result.status === 'completed') return result.output;
+  throw new ChildExecutionError(result.execution_id, result.status, result.error ?? null);
+}
