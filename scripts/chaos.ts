@@ -1,6 +1,7 @@
 // `make chaos`: a fault-injection run against real processes. One `stepwise serve`, two `stepwise worker`
 // processes (short leases) and PostgreSQL (embedded unless DATABASE_URL is set). A driver schedules a mix
-// of executions over HTTP (steps, sleeps, event waits with deliveries, retries, cancels, failures) while
+// of executions over HTTP (steps, sleeps, event waits with deliveries, retries, cancels, failures, and
+// parallel steps, sleeps and event waits, step timeouts and per-step retries) while
 // a random worker is SIGKILLed about every 2 s and restarted, PostgreSQL is restarted twice (once a fast
 // shutdown, once an immediate one with crash recovery) and the API server is SIGKILLed once while
 // long-polls are open. Then it checks every execution against the outcome its data implies and the
@@ -220,7 +221,12 @@ async function main(): Promise<void> {
   compiled?.remove();
 
   const verifyStarted = Date.now();
-  const verification = await verifyRun(url, runId, plans, driven, effectsDir, { from: workersFrom, to: workersTo });
+  // Faults that can cost an execution its attempt: worker SIGKILLs, and PostgreSQL while it restarted.
+  const faultWindows = [
+    ...faults.workerKills.map((k) => ({ from: started + k.atMs, to: started + k.atMs })),
+    ...faults.databaseRestarts.map((r) => ({ from: started + r.atMs, to: started + r.atMs + r.tookMs })),
+  ];
+  const verification = await verifyRun(url, runId, plans, driven, effectsDir, { from: workersFrom, to: workersTo }, faultWindows);
   const verifyMs = Date.now() - verifyStarted;
   if (limitSamples.overLimit.length > 0) {
     verification.violationCounts['over-limit'] = limitSamples.overLimit.length;
@@ -267,9 +273,22 @@ function printReport(r: {
   executions: number;
   durations: { totalMs: number; drivingMs: number; executionsPerSecond: number };
   faults: { workerKills: number; workerRestartFailures: number; databaseRestarts: unknown[]; apiKills: Array<{ openLongPolls: number; backAfterMs: number }> };
-  client: { retries: number; scheduleRepeats: number; eventsDelivered: number; cancelsSent: number };
+  client: { retries: number; scheduleRepeats: number; eventsDelivered: number; eventConflicts: number; cancelsSent: number };
   limitSamples: { limit: number; max: number; samples: number };
-  counts: { byStatus: Record<string, number>; stepRecords: number; sideEffectLines: number; unrecordedReruns: number; multiAttempt: number; cronFires: number; cronSeconds: number };
+  counts: {
+    byStatus: Record<string, number>;
+    byKind: Partial<Record<string, Record<string, number>>>;
+    stepRecords: number;
+    sideEffectLines: number;
+    unrecordedReruns: number;
+    multiAttempt: number;
+    retriedAfterFault: number;
+    stepFailures: number;
+    stepTimeouts: number;
+    durableStepRetries: number;
+    cronFires: number;
+    cronSeconds: number;
+  };
   violationCounts: Record<string, number>;
   violations: string[];
   ok: boolean;
@@ -278,6 +297,8 @@ function printReport(r: {
   process.stdout.write('\nChaos report\n');
   line('executions', r.executions);
   line('by status', Object.entries(r.counts.byStatus).map(([k, v]) => `${k} ${v}`).join(', '));
+  line('by kind', '');
+  for (const [kind, statuses] of Object.entries(r.counts.byKind).sort(([a], [b]) => a.localeCompare(b))) line(`  ${kind}`, Object.entries(statuses ?? {}).map(([k, v]) => `${k} ${v}`).join(', '));
   line('duration (driving / total)', `${(r.durations.drivingMs / 1000).toFixed(1)} s / ${(r.durations.totalMs / 1000).toFixed(1)} s (${r.durations.executionsPerSecond}/s)`);
   line('worker SIGKILLs', `${r.faults.workerKills} (restart failures ${r.faults.workerRestartFailures})`);
   line('PostgreSQL restarts', r.faults.databaseRestarts.length);
@@ -285,7 +306,10 @@ function printReport(r: {
   line('client retries', r.client.retries);
   line('schedule repeats (same key)', r.client.scheduleRepeats);
   line('events delivered / cancels sent', `${r.client.eventsDelivered} / ${r.client.cancelsSent}`);
+  line('event deliveries answered 409, retried', r.client.eventConflicts);
   line('executions run on > 1 attempt', r.counts.multiAttempt);
+  line('  of must-finish-first-attempt kinds', `${r.counts.retriedAfterFault} (each after a fault)`);
+  line('failed step attempts kept', `${r.counts.stepFailures} (${r.counts.stepTimeouts} timeouts; ${r.counts.durableStepRetries} retries waited > 5 s)`);
   line('step records / side-effect lines', `${r.counts.stepRecords} / ${r.counts.sideEffectLines}`);
   line('unrecorded re-runs (allowed)', r.counts.unrecordedReruns);
   line('cron fire times started (<= 1 per second)', `${r.counts.cronFires} in ${r.counts.cronSeconds} s`);

@@ -1,8 +1,8 @@
 // The client side of `make chaos`: schedules the planned executions over HTTP, delivers their events,
 // cancels some, and long-polls each to its end, retrying through every fault (a killed API server,
 // a restarting database) the way a careful client would.
-import { createStepwiseClient, StepwiseApiError, type Execution, type StepwiseClient } from '../../src/client';
-import { eventPayload, type PlannedExecution } from './outcomes';
+import { createStepwiseClient, StepwiseApiError, type Execution, type Step, type StepwiseClient } from '../../src/client';
+import { eventPayload, PARALLEL_EVENTS, parallelEventPayload, retriedSteps, type ParallelEvent, type PlannedExecution } from './outcomes';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -15,6 +15,8 @@ export interface DrivenResult {
   problem?: string;
   /** From the schedule request to the answer of the long-poll that saw it end. */
   latencyMs?: number;
+  /** For kinds with retried steps: its steps as `GET …/steps` showed them once it had ended. */
+  steps?: Step[];
 }
 
 export interface DriverStats {
@@ -22,6 +24,8 @@ export interface DriverStats {
   /** Schedule answers of 200 (the idempotency key already existed: a retry after a lost answer). */
   scheduleRepeats: number;
   eventsDelivered: number;
+  /** Deliveries answered 409 and tried again (an execution waiting for two events runs between them). */
+  eventConflicts: number;
   cancelsSent: number;
   /** Requests retried after a network error or a 503. */
   retries: number;
@@ -37,7 +41,7 @@ function isTransient(err: unknown): boolean {
 }
 
 export class ChaosDriver {
-  readonly stats: DriverStats = { scheduled: 0, scheduleRepeats: 0, eventsDelivered: 0, cancelsSent: 0, retries: 0, openLongPolls: 0, finished: 0 };
+  readonly stats: DriverStats = { scheduled: 0, scheduleRepeats: 0, eventsDelivered: 0, eventConflicts: 0, cancelsSent: 0, retries: 0, openLongPolls: 0, finished: 0 };
   private readonly client: StepwiseClient;
 
   constructor(
@@ -110,6 +114,7 @@ export class ChaosDriver {
       if (!scheduled.created) this.stats.scheduleRepeats += 1;
       const id = scheduled.execution_id;
       if (plan.kind === 'event') await this.deliver(id, plan);
+      if (plan.kind === 'parallel-events') await this.deliverBoth(id, plan);
       if (plan.kind === 'cancel' || plan.kind === 'fanout-cancel') {
         await sleep(plan.cancelAfterMs ?? 0);
         await this.retrying(() => this.client.cancel(id));
@@ -117,6 +122,7 @@ export class ChaosDriver {
       }
       result.final = await this.waitForEnd(id);
       result.latencyMs = Date.now() - started;
+      if (retriedSteps(plan).length > 0) result.steps = await this.retrying(() => this.client.listSteps(id));
     } catch (err) {
       result.problem = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
     }
@@ -145,6 +151,55 @@ export class ChaosDriver {
         }
       }
       await sleep(150 + Math.random() * 150);
+    }
+  }
+
+  /**
+   * Delivers `left` and `right` to an execution that waits for both at once: the plan's first one
+   * at once, the other `deliverGapMs` later (0: both together), concurrently.
+   */
+  private async deliverBoth(id: string, plan: PlannedExecution): Promise<void> {
+    const first = plan.firstEvent ?? 'left';
+    const order = [first, ...PARALLEL_EVENTS.filter((e) => e !== first)];
+    await Promise.all(
+      order.map(async (event, i) => {
+        if (i > 0) await sleep(plan.deliverGapMs ?? 0);
+        await this.deliverWhenWaiting(id, event, parallelEventPayload(plan.data, event));
+      }),
+    );
+  }
+
+  /**
+   * Delivers `event` once the execution waits for it. A 409 is expected while the execution runs
+   * (it starts, or resumes after the other event, and suspends again on what is still open): it is
+   * tried again, until a 200, the execution has finished, or its wait is found completed in the
+   * history (an earlier try of ours delivered it and its answer was lost). Bounded.
+   */
+  private async deliverWhenWaiting(id: string, event: ParallelEvent, payload: unknown): Promise<void> {
+    for (let tries = 0; ; tries++) {
+      if (Date.now() > this.deadline || tries > 400) throw new Error(`event ${event} not delivered after ${tries} tries`);
+      if (tries > 0) await sleep(100 + Math.random() * 150);
+      const current = await this.retrying(() => this.client.get(id));
+      if (['completed', 'failed', 'cancelled'].includes(current.status)) return;
+      if (current.status !== 'waiting') continue;
+      if (current.waiting_for_events.some((w) => w.event_name === event)) {
+        try {
+          await this.retrying(() => this.client.sendEvent(id, event, payload));
+          this.stats.eventsDelivered += 1;
+          return;
+        } catch (err) {
+          if (!(err instanceof StepwiseApiError && err.code === 'not_waiting_for_event')) throw err;
+          this.stats.eventConflicts += 1;
+        }
+      } else {
+        // Waiting, but not for it: delivered already if its wait is completed in the history (else it
+        // has not been reached yet).
+        const steps = await this.retrying(() => this.client.listSteps(id));
+        if (steps.some((s) => s.kind === 'event' && s.name === event && s.status === 'completed')) {
+          this.stats.eventsDelivered += 1;
+          return;
+        }
+      }
     }
   }
 

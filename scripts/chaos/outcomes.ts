@@ -1,13 +1,39 @@
 // What `make chaos` schedules, and what each execution must end as: a pure function of its data,
 // written independently of the tasks (scripts/chaos/tasks.ts) so that the check is not a tautology.
 
-export type ChaosKind = 'steps' | 'delayed' | 'sleep' | 'event' | 'event-timeout' | 'flaky' | 'fail' | 'exhaust' | 'cancel' | 'slow' | 'limited' | 'fanout' | 'fanout-cancel';
+export type ChaosKind =
+  | 'steps'
+  | 'delayed'
+  | 'sleep'
+  | 'event'
+  | 'event-timeout'
+  | 'flaky'
+  | 'fail'
+  | 'exhaust'
+  | 'cancel'
+  | 'slow'
+  | 'limited'
+  | 'fanout'
+  | 'fanout-cancel'
+  | 'parallel-steps'
+  | 'parallel-sleep'
+  | 'parallel-events'
+  | 'step-timeout'
+  | 'step-retry';
 
 export type ChaosData = {
   n: number;
   steps?: number;
   ms?: number;
   failTimes?: number;
+  /** `parallel-sleep`: the longer of its two sleeps (ms is the shorter). */
+  ms2?: number;
+  /** `parallel-sleep`, `parallel-steps`: how long the side step(s) stay busy. */
+  busyMs?: number;
+  /** `step-retry`: the retried step's maxAttempts (failTimes >= attempts: its retries run out). */
+  attempts?: number;
+  /** `step-retry`: the retried step's initialDelay (and maxDelay); past 5 s a backoff waits durably. */
+  backoffMs?: number;
 };
 
 export interface PlannedExecution {
@@ -20,6 +46,9 @@ export interface PlannedExecution {
   cancelAfterMs?: number;
   /** For `delayed`: scheduled with `start_at` this long after the schedule request. */
   startAfterMs?: number;
+  /** For `parallel-events`: which event the driver delivers first, and how long before the other. */
+  firstEvent?: ParallelEvent;
+  deliverGapMs?: number;
 }
 
 export interface ExpectedOutcome {
@@ -40,20 +69,27 @@ export function createRandom(seed: number): () => number {
   };
 }
 
+// The weights add up to 114, as before the parallel and step-retry kinds came: they took their share
+// from the older kinds, so a run's load (and --short's time) stays about the same.
 const MIX: ReadonlyArray<readonly [ChaosKind, number]> = [
-  ['steps', 20],
-  ['delayed', 6],
-  ['sleep', 12],
-  ['event', 15],
-  ['event-timeout', 5],
-  ['flaky', 12],
+  ['steps', 13],
+  ['delayed', 5],
+  ['sleep', 8],
+  ['event', 10],
+  ['event-timeout', 4],
+  ['flaky', 8],
   ['fail', 6],
   ['exhaust', 4],
-  ['cancel', 10],
-  ['slow', 10],
+  ['cancel', 8],
+  ['slow', 7],
   ['limited', 5],
-  ['fanout', 6],
+  ['fanout', 5],
   ['fanout-cancel', 3],
+  ['parallel-steps', 6],
+  ['parallel-sleep', 5],
+  ['parallel-events', 6],
+  ['step-timeout', 5],
+  ['step-retry', 6],
 ];
 
 const TASKS: Record<ChaosKind, string> = {
@@ -70,6 +106,11 @@ const TASKS: Record<ChaosKind, string> = {
   limited: 'chaos.limited',
   fanout: 'chaos.fanout',
   'fanout-cancel': 'chaos.fanout-cancel',
+  'parallel-steps': 'chaos.parallel-steps',
+  'parallel-sleep': 'chaos.parallel-sleep',
+  'parallel-events': 'chaos.parallel-events',
+  'step-timeout': 'chaos.step-timeout',
+  'step-retry': 'chaos.step-retry',
 };
 
 /** The concurrency limit of `chaos.limited` (scripts/chaos/tasks.ts), which the run samples. */
@@ -106,12 +147,67 @@ export function planExecutions(count: number, seed: number, runId: string): Plan
       data.ms = int(0, 400);
       cancelAfterMs = int(0, 1500);
     }
-    return { index, kind, task: TASKS[kind], data, idempotencyKey: `${runId}-${index}`, cancelAfterMs, startAfterMs };
+    if (kind === 'parallel-steps') {
+      data.steps = int(2, 4);
+      data.busyMs = int(0, 300);
+    }
+    if (kind === 'parallel-sleep') {
+      data.ms = int(100, 600);
+      data.ms2 = data.ms + int(200, 900);
+      data.busyMs = int(0, 300);
+    }
+    let firstEvent: ParallelEvent | undefined;
+    let deliverGapMs: number | undefined;
+    if (kind === 'parallel-events') {
+      firstEvent = random() < 0.5 ? 'left' : 'right';
+      deliverGapMs = random() < 0.3 ? 0 : int(1, 600);
+    }
+    if (kind === 'step-timeout') data.failTimes = int(1, 2);
+    if (kind === 'step-retry') {
+      // A few early ones back off 3.5-7 s, mostly past the worker's inline limit (5 s), so they wait
+      // durably as a sleep does (not late in the plan, which would lengthen the run); one in five runs
+      // out of retries (StepFailedError).
+      const durable = random() < 0.15 && index < count * 0.6;
+      data.backoffMs = durable ? 7000 : int(20, 80);
+      data.failTimes = durable ? 1 : int(1, 3);
+      data.attempts = random() < 0.2 ? data.failTimes : data.failTimes + int(1, 2);
+    }
+    return { index, kind, task: TASKS[kind], data, idempotencyKey: `${runId}-${index}`, cancelAfterMs, startAfterMs, firstEvent, deliverGapMs };
   });
 }
 
 /** The payload the driver delivers to a `chaos.event` execution. */
 export const eventPayload = (data: ChaosData) => ({ v: data.n * 7 });
+
+/** The two events a `chaos.parallel-events` execution waits for at once. */
+export type ParallelEvent = 'left' | 'right';
+export const PARALLEL_EVENTS: readonly ParallelEvent[] = ['left', 'right'];
+/** The payload the driver delivers to a `chaos.parallel-events` execution for each of them. */
+export const parallelEventPayload = (data: ChaosData, event: ParallelEvent) => (event === 'left' ? { v: data.n * 3 } : { v: data.n * 5 });
+
+/** `chaos.step-timeout`: its step's timeout; attempts up to failTimes sleep STEP_TIMEOUT_SLEEP_MS, past it. */
+export const STEP_TIMEOUT_MS = 150;
+export const STEP_TIMEOUT_SLEEP_MS = 400;
+
+/**
+ * The steps of a kind that retries a step of its own (see tasks.ts): each fails its first `failTimes`
+ * attempts (step attempts, counted by the engine from the failures it recorded: a crash never changes
+ * them) and succeeds on the next, or fails for good when `attempts` run out. Its recorded result is
+ * { value, attempt, run }, the successful attempt's.
+ */
+export function retriedSteps(p: PlannedExecution): Array<{ name: string; failTimes: number; attempts: number; value: number; errorType: string; errorMessage: (attempt: number) => string }> {
+  const { n } = p.data;
+  if (p.kind === 'step-timeout') {
+    return [{ name: 't1', failTimes: p.data.failTimes ?? 1, attempts: 6, value: n * 11, errorType: 'StepTimeoutError', errorMessage: () => `step "t1" timed out after ${STEP_TIMEOUT_MS} ms` }];
+  }
+  if (p.kind === 'step-retry') {
+    return [{ name: 'r1', failTimes: p.data.failTimes ?? 1, attempts: p.data.attempts ?? 4, value: n * 13, errorType: 'Error', errorMessage: (a) => `r1 ${n} attempt ${a}` }];
+  }
+  return [];
+}
+
+/** Kinds that must complete (or fail) on their first execution attempt unless a fault (a worker SIGKILL, a PostgreSQL restart) came meanwhile. */
+export const FIRST_ATTEMPT_KINDS: ReadonlySet<ChaosKind> = new Set(['step-timeout', 'step-retry', 'parallel-steps', 'parallel-sleep', 'parallel-events']);
 
 /** How the execution must end. */
 export function expectedOutcome(p: PlannedExecution): ExpectedOutcome {
@@ -143,6 +239,25 @@ export function expectedOutcome(p: PlannedExecution): ExpectedOutcome {
       return { status: 'completed', output: { n, b: n + 1 } };
     case 'fanout':
       return { status: 'completed', output: { n, total: fanoutChildren(p).reduce((s, c) => s + c.output.sum, 0) } };
+    case 'parallel-steps': {
+      // p1..pk return n * i; the chain c1 -> c2 returns n + 1; `after` adds them all up.
+      let sum = 0;
+      for (let i = 1; i <= (p.data.steps ?? 3); i++) sum += n * i;
+      return { status: 'completed', output: { n, sum, chain: n + 1, after: sum + n + 1 } };
+    }
+    case 'parallel-sleep':
+      return { status: 'completed', output: { n, beside: n * 3, after: n * 3 + 1 } };
+    case 'parallel-events':
+      return { status: 'completed', output: { n, left: n * 3, right: n * 5, after: n * 8 + 1 } };
+    case 'step-timeout':
+      return { status: 'completed', output: { n, t: n * 11, after: n * 11 + 1 } };
+    case 'step-retry': {
+      const [r1] = retriedSteps(p);
+      if (r1.failTimes >= r1.attempts) {
+        return { status: 'failed', error: { type: 'StepFailedError', message: `step "r1" failed: ${r1.errorMessage(r1.attempts)}`, retryable: false } };
+      }
+      return { status: 'completed', output: { n, r: r1.value, after: r1.value + n } };
+    }
   }
 }
 
@@ -180,6 +295,18 @@ export function expectedSteps(p: PlannedExecution): string[] {
       return ['one', 'two'];
     case 'fanout':
       return [];
+    case 'parallel-steps':
+      return [...Array.from({ length: p.data.steps ?? 3 }, (_, i) => `p${i + 1}`), 'c1', 'c2', 'after'];
+    case 'parallel-sleep':
+      return ['beside', 'after'];
+    case 'parallel-events':
+      return ['before', 'after'];
+    case 'step-timeout':
+      return ['before', 't1', 'after'];
+    case 'step-retry': {
+      const [r1] = retriedSteps(p);
+      return r1.failTimes >= r1.attempts ? ['before'] : ['before', 'r1', 'after'];
+    }
   }
 }
 

@@ -1,7 +1,8 @@
 // The tasks `make chaos` runs in its worker processes. Every step appends one line to a side-effect log
-// outside the database (one file per worker process), `executionId step attempt timeMs run`, and returns
-// its `run` id, so the check can tell which run's result was recorded and whether a step ran again after
-// its completion was recorded. Every outcome follows from the execution's data alone (see outcomes.ts).
+// outside the database (one file per worker process), `executionId step attempt timeMs run [stepAttempt]`,
+// and returns its `run` id, so the check can tell which run's result was recorded and whether a step ran
+// again after its completion was recorded. Every outcome follows from the execution's data alone (see
+// outcomes.ts). This module imports nothing of the chaos scripts (it is compiled on its own for a run).
 import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import path from 'node:path';
@@ -12,8 +13,11 @@ type StepContext = Pick<TaskContext, 'executionId' | 'attempt' | 'step'>;
 
 let fd: number | undefined;
 
-/** Appends one line synchronously: it is in the file before the step's result can be recorded. */
-function logEffect(ctx: StepContext, step: string): string {
+/**
+ * Appends one line synchronously: it is in the file before the step's result can be recorded. Steps
+ * with a retry policy of their own also log the step's attempt (fn's `attempt`).
+ */
+function logEffect(ctx: StepContext, step: string, stepAttempt?: number): string {
   if (fd === undefined) {
     const dir = process.env.CHAOS_EFFECTS_DIR;
     if (!dir) throw new Error('CHAOS_EFFECTS_DIR is not set');
@@ -22,7 +26,7 @@ function logEffect(ctx: StepContext, step: string): string {
     process.once('exit', () => closeSync(fd as number));
   }
   const run = randomBytes(6).toString('hex');
-  writeSync(fd, `${ctx.executionId} ${step} ${ctx.attempt} ${Date.now()} ${run}\n`);
+  writeSync(fd, `${ctx.executionId} ${step} ${ctx.attempt} ${Date.now()} ${run}${stepAttempt === undefined ? '' : ` ${stepAttempt}`}\n`);
   return run;
 }
 
@@ -37,7 +41,16 @@ async function effect<T>(ctx: StepContext, name: string, value: T, busyMs = 0): 
   return recorded.value;
 }
 
-const Data = Type.Object({ n: Type.Integer(), steps: Type.Optional(Type.Integer()), ms: Type.Optional(Type.Integer()), failTimes: Type.Optional(Type.Integer()) });
+const Data = Type.Object({
+  n: Type.Integer(),
+  steps: Type.Optional(Type.Integer()),
+  ms: Type.Optional(Type.Integer()),
+  failTimes: Type.Optional(Type.Integer()),
+  ms2: Type.Optional(Type.Integer()),
+  busyMs: Type.Optional(Type.Integer()),
+  attempts: Type.Optional(Type.Integer()),
+  backoffMs: Type.Optional(Type.Integer()),
+});
 const fastRetry = { initialDelay: '100ms', maxDelay: '500ms' } as const;
 
 /** Straight-line steps: output { n, sum } with sum = n * (1 + ... + steps). */
@@ -189,6 +202,106 @@ export const fanoutCancel = defineTask({
   async run(ctx, data) {
     await Promise.all(Array.from({ length: data.steps ?? 2 }, (_, i) => ctx.invoke(`child-${i + 1}`, cancellable, { n: data.n * 10 + i + 1 })));
     throw new NonRetryableError('a fan-out whose children never end went on');
+  },
+});
+
+/**
+ * Steps in parallel: p1..pk (Promise.all, each busy for its own time) beside a chain c1 -> c2, then
+ * `after`: output { n, sum, chain, after } with sum = n * (1 + ... + k), chain = n + 1.
+ */
+export const parallelSteps = defineTask({
+  name: 'chaos.parallel-steps',
+  data: Data,
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    const busy = data.busyMs ?? 0;
+    const branches = Array.from({ length: data.steps ?? 3 }, (_, i) => effect(ctx, `p${i + 1}`, data.n * (i + 1), Math.round((busy * ((i + 1) % 3)) / 2)));
+    const chain = (async () => effect(ctx, 'c2', (await effect(ctx, 'c1', data.n, Math.round(busy / 3))) + 1, Math.round(busy / 3)))();
+    const [values, c] = await Promise.all([Promise.all(branches), chain]);
+    const sum = values.reduce((a, b) => a + b, 0);
+    const after = await effect(ctx, 'after', sum + c);
+    return { n: data.n, sum, chain: c, after };
+  },
+});
+
+/** Two sleeps (ms and the longer ms2) and a step at once, then a step: output { n, beside: 3n, after: 3n + 1 }. */
+export const parallelSleep = defineTask({
+  name: 'chaos.parallel-sleep',
+  data: Data,
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    const [, , beside] = await Promise.all([ctx.sleep('p1', data.ms ?? 200), ctx.sleep('p2', data.ms2 ?? 500), effect(ctx, 'beside', data.n * 3, data.busyMs ?? 0)]);
+    const after = await effect(ctx, 'after', beside + 1);
+    return { n: data.n, beside, after };
+  },
+});
+
+/** Waits for `left` and `right` at once (the driver delivers both, { v: 3n } and { v: 5n }), then a step. */
+export const parallelEvents = defineTask({
+  name: 'chaos.parallel-events',
+  data: Data,
+  events: { left: Type.Object({ v: Type.Integer() }), right: Type.Object({ v: Type.Integer() }) },
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    await effect(ctx, 'before', data.n);
+    const [left, right] = await Promise.all([ctx.waitForEvent('left', { timeout: '10m' }), ctx.waitForEvent('right', { timeout: '10m' })]);
+    const after = await effect(ctx, 'after', left.v + right.v + 1);
+    return { n: data.n, left: left.v, right: right.v, after };
+  },
+});
+
+/**
+ * Step `t1` has a 150 ms timeout: its attempts up to `failTimes` sleep 400 ms, past it (and then log a
+ * marker line, starting with '!', if their signal was not aborted by a StepTimeoutError), and the next
+ * one returns at once. Its result is { value: 11n, attempt, run }; output { n, t: 11n, after: 11n + 1 }.
+ */
+export const stepTimeout = defineTask({
+  name: 'chaos.step-timeout',
+  data: Data,
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    await effect(ctx, 'before', data.n);
+    const t = await ctx.step(
+      't1',
+      async ({ attempt, signal }) => {
+        const run = logEffect(ctx, 't1', attempt);
+        if (attempt <= (data.failTimes ?? 1)) {
+          await new Promise((r) => setTimeout(r, 400));
+          const reason = (signal.reason as Error | undefined)?.name;
+          if (!signal.aborted || reason !== 'StepTimeoutError') logEffect(ctx, `!t1-signal-${signal.aborted ? `aborted-by-${reason}` : 'not-aborted'}`, attempt);
+        }
+        return { value: data.n * 11, attempt, run };
+      },
+      { timeout: 150, retry: { maxAttempts: 6, initialDelay: '20ms', maxDelay: '100ms' } },
+    );
+    const after = await effect(ctx, 'after', t.value + 1);
+    return { n: data.n, t: t.value, after };
+  },
+});
+
+/**
+ * Step `r1` throws on its first `failTimes` attempts and returns { value: 13n, attempt, run } on the
+ * next, retried by its own policy (`attempts`, a fixed `backoffMs`); when its attempts run out the
+ * execution fails with StepFailedError. Output { n, r: 13n, after: 14n }.
+ */
+export const stepRetry = defineTask({
+  name: 'chaos.step-retry',
+  data: Data,
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    await effect(ctx, 'before', data.n);
+    const backoff = data.backoffMs ?? 50;
+    const r = await ctx.step(
+      'r1',
+      ({ attempt }) => {
+        const run = logEffect(ctx, 'r1', attempt);
+        if (attempt <= (data.failTimes ?? 1)) throw new Error(`r1 ${data.n} attempt ${attempt}`);
+        return { value: data.n * 13, attempt, run };
+      },
+      { retry: { maxAttempts: data.attempts ?? 4, initialDelay: backoff, maxDelay: backoff } },
+    );
+    const after = await effect(ctx, 'after', r.value + data.n);
+    return { n: data.n, r: r.value, after };
   },
 });
 

@@ -4,7 +4,19 @@ import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import pg from 'pg';
 import type { DrivenResult } from './driver';
-import { CRON_OUTPUT, CRON_TASK, expectedOutcome, expectedSteps, fanoutChildren, type PlannedExecution } from './outcomes';
+import {
+  CRON_OUTPUT,
+  CRON_TASK,
+  expectedOutcome,
+  expectedSteps,
+  fanoutChildren,
+  FIRST_ATTEMPT_KINDS,
+  PARALLEL_EVENTS,
+  parallelEventPayload,
+  retriedSteps,
+  type ChaosKind,
+  type PlannedExecution,
+} from './outcomes';
 
 export interface Verification {
   violations: string[];
@@ -19,6 +31,14 @@ export interface Verification {
     unrecordedReruns: number;
     /** Executions that ran on more than one attempt. */
     multiAttempt: number;
+    /** Final statuses per planned kind. */
+    byKind: Partial<Record<ChaosKind, Record<string, number>>>;
+    /** Failed step attempts recorded (kept for /steps), those that timed out, and retries that waited durably (backoff > 5 s). */
+    stepFailures: number;
+    stepTimeouts: number;
+    durableStepRetries: number;
+    /** Executions of the kinds that must finish on their first attempt which ran on more (a fault came meanwhile: allowed). */
+    retriedAfterFault: number;
     /** Executions the cron task's fire times started, and the seconds the workers ran (at most one each). */
     cronFires: number;
     cronSeconds: number;
@@ -31,6 +51,8 @@ interface EffectLine {
   attempt: number;
   at: number;
   run: string;
+  /** The step's own attempt (fn's `attempt`), for steps with a retry policy of their own. */
+  stepAttempt?: number;
 }
 
 /** Reads every `worker-*.log` of the side-effect folder. */
@@ -38,8 +60,8 @@ export function readSideEffects(dir: string): EffectLine[] {
   const lines: EffectLine[] = [];
   for (const file of readdirSync(dir).filter((f) => f.endsWith('.log'))) {
     for (const line of readFileSync(path.join(dir, file), 'utf8').split('\n')) {
-      const [executionId, step, attempt, at, run] = line.split(' ');
-      if (run) lines.push({ executionId, step, attempt: Number(attempt), at: Number(at), run });
+      const [executionId, step, attempt, at, run, stepAttempt] = line.split(' ');
+      if (run) lines.push({ executionId, step, attempt: Number(attempt), at: Number(at), run, stepAttempt: stepAttempt === undefined ? undefined : Number(stepAttempt) });
     }
   }
   return lines;
@@ -56,6 +78,11 @@ export async function verifyRun(
   effectsDir: string,
   /** When the workers were started, and when all of them had stopped (epoch ms): the cron task's window. */
   workersRan: { from: number; to: number },
+  /**
+   * When faults that can cost an execution its attempt came (epoch ms): worker SIGKILLs (from = to)
+   * and PostgreSQL restarts. Without it, no execution is required to finish on its first attempt.
+   */
+  faultWindows?: ReadonlyArray<{ from: number; to: number }>,
 ): Promise<Verification> {
   const violations: string[] = [];
   const violationCounts: Record<string, number> = {};
@@ -81,9 +108,19 @@ export async function verifyRun(
       data: unknown;
       created_at: Date;
     }>('SELECT id, task, idempotency_key, status, output, error, attempt, completed_at, start_at, started_at, parent_id, data, created_at FROM stepwise.executions');
-    const { rows: steps } = await client.query<{ execution_id: string; name: string; kind: string; completed: boolean; outcome: string | null; result: { run?: string; execution_id?: string } | null; completed_at: Date | null }>(
-      'SELECT execution_id, name, kind, completed, outcome, result, completed_at FROM stepwise.steps',
-    );
+    const { rows: steps } = await client.query<{
+      execution_id: string;
+      name: string;
+      kind: string;
+      completed: boolean;
+      outcome: string | null;
+      result: { run?: string; execution_id?: string; value?: unknown; attempt?: number; payload?: unknown; slept?: boolean } | null;
+      error: { type: string; message: string; retryable: boolean } | null;
+      failures: Array<{ attempt: number; error: { type: string; message: string; retryable: boolean }; started_at: string; ended_at: string }> | null;
+      wake_at: Date | null;
+      started_at: Date;
+      completed_at: Date | null;
+    }>('SELECT execution_id, name, kind, completed, outcome, result, error, failures, wake_at, started_at, completed_at FROM stepwise.steps');
 
     // Nothing lost, nothing duplicated: exactly one execution per planned idempotency key, and no other.
     const byKey = new Map<string, (typeof executions)[number][]>();
@@ -241,6 +278,129 @@ export async function verifyRun(
       }
       unrecordedReruns += Math.max(0, runs.length - 1);
     }
+
+    // Parallel durable operations, and steps with a timeout and retries of their own.
+    const linesByStep = new Map<string, EffectLine[]>();
+    for (const line of effects) {
+      const key = `${line.executionId} ${line.step}`;
+      linesByStep.set(key, [...(linesByStep.get(key) ?? []), line]);
+      // A timed-out attempt whose signal was not aborted by its StepTimeoutError logs a line starting with '!'.
+      if (line.step.startsWith('!')) violate('step-signal', `${line.executionId} attempt ${line.stepAttempt}: ${line.step.slice(1)}`);
+    }
+    const drivenByKey = new Map(driven.filter(Boolean).map((d) => [d.plan.idempotencyKey, d]));
+    const byKind: Verification['counts']['byKind'] = {};
+    let stepFailures = 0;
+    let stepTimeouts = 0;
+    let durableStepRetries = 0;
+    let retriedAfterFault = 0;
+    const iso = (d: Date | null | undefined) => d?.toISOString() ?? 'null';
+    for (const plan of plans) {
+      const e = byKey.get(plan.idempotencyKey)?.[0];
+      if (!e) continue;
+      const kindCounts = (byKind[plan.kind] ??= {});
+      kindCounts[e.status] = (kindCounts[e.status] ?? 0) + 1;
+      if (!['completed', 'failed', 'cancelled'].includes(e.status)) continue;
+      const recorded = stepsByExecution.get(e.id) ?? [];
+      const named = (name: string) => recorded.find((s) => s.name === name);
+
+      // A failed step attempt is retried by the step alone: the execution ends on its first attempt,
+      // unless a fault (a worker SIGKILL, a PostgreSQL restart) cost it that attempt.
+      if (faultWindows && FIRST_ATTEMPT_KINDS.has(plan.kind) && e.attempt > 1) {
+        const from = (e.started_at ?? e.created_at).getTime() - 1000;
+        const to = e.completed_at?.getTime() ?? Date.now();
+        if (faultWindows.some((f) => f.from <= to && f.to >= from)) retriedAfterFault += 1;
+        else violate('attempt-without-fault', `${e.id} (${plan.kind}) ended ${e.status} on attempt ${e.attempt}, with no worker SIGKILL or PostgreSQL restart from ${iso(e.started_at)} to ${iso(e.completed_at)}`);
+      }
+
+      for (const want of retriedSteps(plan)) {
+        const row = named(want.name);
+        const exhausted = want.failTimes >= want.attempts;
+        if (!row || row.kind !== 'step') {
+          violate('retried-step', `${e.id} (${plan.kind}) has no record of step ${want.name}`);
+          continue;
+        }
+        const failures = row.failures ?? [];
+        stepFailures += failures.length;
+        stepTimeouts += failures.filter((f) => f.error?.type === 'StepTimeoutError').length;
+        // Every failed attempt is kept, numbered from 1, once each: a crash re-runs an attempt whose
+        // failure was not recorded under the same number.
+        const attempts = failures.map((f) => f.attempt);
+        const wantAttempts = Array.from({ length: exhausted ? want.attempts : want.failTimes }, (_, i) => i + 1);
+        if (!isDeepStrictEqual(attempts, wantAttempts)) violate('step-failures', `${e.id} (${plan.kind}) step ${want.name} kept failed attempts [${attempts.join(',')}], expected [${wantAttempts.join(',')}]`);
+        for (const f of failures) {
+          const wantError = { type: want.errorType, message: want.errorMessage(f.attempt), retryable: f.attempt < want.attempts };
+          if (!isDeepStrictEqual(f.error, wantError)) violate('step-failures', `${e.id} (${plan.kind}) step ${want.name} attempt ${f.attempt} failed with ${JSON.stringify(f.error)}, expected ${JSON.stringify(wantError)}`);
+          if (!(Date.parse(f.started_at) <= Date.parse(f.ended_at))) violate('step-failures', `${e.id} step ${want.name} attempt ${f.attempt} ended ${f.ended_at} before it started ${f.started_at}`);
+        }
+        const lines = linesByStep.get(`${e.id} ${want.name}`) ?? [];
+        if (exhausted) {
+          const wantError = { type: want.errorType, message: want.errorMessage(want.attempts), retryable: false };
+          if (row.completed || row.outcome !== 'failed' || !isDeepStrictEqual(row.error, wantError)) {
+            violate('retried-step', `${e.id} (${plan.kind}) step ${want.name}: completed ${row.completed}, outcome ${row.outcome}, error ${JSON.stringify(row.error)}; expected failed with ${JSON.stringify(wantError)}`);
+          }
+        } else if (!row.completed || row.outcome !== null) {
+          violate('retried-step', `${e.id} (${plan.kind}) step ${want.name}: completed ${row.completed}, outcome ${row.outcome}`);
+        } else {
+          // The recorded result is the successful attempt's: its value, its attempt number, its run.
+          const line = lines.find((l) => l.run === row.result?.run);
+          if (row.result?.value !== want.value || row.result?.attempt !== want.failTimes + 1 || (line && line.stepAttempt !== want.failTimes + 1)) {
+            violate('retried-step-result', `${e.id} (${plan.kind}) step ${want.name} recorded ${JSON.stringify(row.result)} (logged as attempt ${line?.stepAttempt}), expected value ${want.value} of attempt ${want.failTimes + 1}`);
+          }
+          const last = failures[failures.length - 1];
+          if (line && last && line.at - Date.parse(last.ended_at) > 5000) durableStepRetries += 1;
+        }
+        // No attempt beyond the last that can run, and every failure kept was an attempt that ran.
+        const lastAttempt = exhausted ? want.attempts : want.failTimes + 1;
+        for (const l of lines) {
+          if (l.stepAttempt === undefined || l.stepAttempt < 1 || l.stepAttempt > lastAttempt) violate('step-attempt-beyond', `${e.id} (${plan.kind}) step ${want.name} ran as attempt ${l.stepAttempt} at ${new Date(l.at).toISOString()}; its last possible attempt is ${lastAttempt}`);
+        }
+        for (const f of failures) {
+          if (!lines.some((l) => l.stepAttempt === f.attempt)) violate('phantom-failure', `${e.id} (${plan.kind}) step ${want.name} kept a failure of attempt ${f.attempt}, which no side-effect log shows running`);
+        }
+        // And GET …/steps shows the same.
+        const seen = drivenByKey.get(plan.idempotencyKey)?.steps;
+        if (seen) {
+          const api = seen.find((s) => s.name === want.name);
+          const apiAttempts = api?.failed_attempts.map((f) => f.attempt);
+          if (!api || api.status !== (exhausted ? 'failed' : 'completed') || !isDeepStrictEqual(apiAttempts, attempts)) {
+            violate('api-steps', `${e.id} (${plan.kind}) GET …/steps shows ${want.name} ${api?.status} with failed attempts [${apiAttempts?.join(',')}]; the database has [${attempts.join(',')}]`);
+          }
+        }
+      }
+
+      if (e.status !== 'completed') continue;
+      if (plan.kind === 'parallel-sleep') {
+        // Both sleeps were registered together (their deadlines ms and ms2 from the same instant) and
+        // ended no earlier than their deadlines; the step after them ran after both.
+        const sleeps = ['p1', 'p2'].map(named);
+        const [p1, p2] = sleeps;
+        for (const [i, s] of sleeps.entries()) {
+          if (!s || s.kind !== 'sleep' || !s.completed || !s.wake_at || !s.completed_at) violate('parallel-sleep', `${e.id} sleep p${i + 1} is ${s ? `${s.kind} completed ${s.completed} wake_at ${iso(s.wake_at)}` : 'not recorded'}`);
+          else if (s.completed_at.getTime() < s.wake_at.getTime()) violate('sleep-early', `${e.id} sleep ${s.name} ended ${iso(s.completed_at)}, before its deadline ${iso(s.wake_at)}`);
+        }
+        if (p1?.wake_at && p2?.wake_at) {
+          const apart = p2.wake_at.getTime() - p1.wake_at.getTime();
+          const want = (plan.data.ms2 ?? 0) - (plan.data.ms ?? 0);
+          if (Math.abs(apart - want) > 50) violate('parallel-sleep', `${e.id} sleeps p1 and p2 end ${apart} ms apart, expected ${want} (registered together)`);
+          const latest = Math.max(p1.wake_at.getTime(), p2.wake_at.getTime());
+          for (const l of linesByStep.get(`${e.id} after`) ?? []) {
+            if (l.at < latest) violate('sleep-early', `${e.id} step after ran at ${new Date(l.at).toISOString()}, before sleep p2's deadline ${new Date(latest).toISOString()}`);
+          }
+        }
+        if (e.started_at && e.completed_at && e.completed_at.getTime() - e.started_at.getTime() < (plan.data.ms2 ?? 0)) {
+          violate('sleep-early', `${e.id} completed ${e.completed_at.getTime() - e.started_at.getTime()} ms after it started, under its longer sleep of ${plan.data.ms2} ms`);
+        }
+      }
+      if (plan.kind === 'parallel-events') {
+        for (const event of PARALLEL_EVENTS) {
+          const s = named(event);
+          const payload = parallelEventPayload(plan.data, event);
+          if (!s || s.kind !== 'event' || !s.completed || !isDeepStrictEqual(s.result?.payload, payload)) {
+            violate('event-payload', `${e.id} wait ${event} recorded ${s ? `${s.kind} completed ${s.completed} ${JSON.stringify(s.result)}` : 'nothing'}, expected payload ${JSON.stringify(payload)}`);
+          }
+        }
+      }
+    }
     return {
       violations,
       violationCounts,
@@ -251,6 +411,11 @@ export async function verifyRun(
         sideEffectLines: effects.length,
         unrecordedReruns,
         multiAttempt,
+        byKind,
+        stepFailures,
+        stepTimeouts,
+        durableStepRetries,
+        retriedAfterFault,
         cronFires,
         cronSeconds: Math.floor((workersRan.to - workersRan.from) / 1000),
       },

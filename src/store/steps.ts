@@ -128,7 +128,10 @@ export async function recordStepFailure(db: Db, lease: Lease, f: StepFailureReco
             CASE WHEN ? THEN 'failed' END, CASE WHEN ? THEN ?::jsonb END, ?::timestamptz, least(?::timestamptz, now()), CASE WHEN ? THEN now() END
        FROM fence
      ON CONFLICT (execution_id, seq) DO UPDATE
-        SET failures = coalesce(st.failures, '[]'::jsonb) || EXCLUDED.failures, outcome = EXCLUDED.outcome,
+        -- Sent again after a cut connection, an attempt already kept is not appended twice.
+        SET failures = CASE WHEN coalesce(st.failures, '[]'::jsonb) @> jsonb_build_array(jsonb_build_object('attempt', EXCLUDED.failures->0->'attempt'))
+                            THEN st.failures ELSE coalesce(st.failures, '[]'::jsonb) || EXCLUDED.failures END,
+            outcome = EXCLUDED.outcome,
             error = EXCLUDED.error, wake_at = EXCLUDED.wake_at, completed_at = EXCLUDED.completed_at
       WHERE st.kind = 'step' AND NOT st.completed AND st.outcome IS NULL AND st.name = EXCLUDED.name
      RETURNING seq`,

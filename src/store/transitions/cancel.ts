@@ -42,15 +42,22 @@ export async function cancelExecution(db: Db, id: string): Promise<CancelOutcome
        SELECT e.id, tree.depth FROM stepwise.executions e JOIN tree USING (id) ORDER BY tree.depth, e.id FOR NO KEY UPDATE OF e`,
       [id],
     );
-    const subtree = locked.rows.filter((r) => r.depth >= 0).map((r) => r.id);
+    if (!locked.rows.some((r) => r.depth === 0)) return [];
+    // The subtree is found again, with a snapshot taken after the locks: a child that a start which
+    // held the parent's lock inserted meanwhile is in it (the locking statement's list predates it).
     const result = await connection.query<ExecutionRow>(
-      `WITH c AS (
+      `WITH RECURSIVE tree(id) AS (
+         SELECT id FROM stepwise.executions WHERE id = $1
+         UNION ALL
+         SELECT e.id FROM stepwise.executions e JOIN tree t ON e.parent_id = t.id WHERE ${statusIn(ACTIVE_STATUSES, 'e.status')}
+       ),
+       c AS (
          UPDATE stepwise.executions e
             SET status = ${writes(CANCEL, 'cancelled')}, completed_at = clock_timestamp(), due_at = NULL, lease_token = NULL,
                 current_step = NULL, wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL,
                 error = CASE WHEN e.id = $1 THEN '{"type":"cancelled","message":"execution was cancelled","retryable":false}'::jsonb
                         ELSE jsonb_build_object('type', 'cancelled', 'message', 'its parent execution ' || e.parent_id || ' was cancelled', 'retryable', false) END
-          WHERE e.id = ANY($2::uuid[]) AND ${startsFrom(CANCEL, 'e.status')}
+          WHERE e.id IN (SELECT id FROM tree) AND ${startsFrom(CANCEL, 'e.status')}
             AND EXISTS (SELECT 1 FROM stepwise.executions r WHERE r.id = $1 AND ${startsFrom(CANCEL, 'r.status')})
           RETURNING e.*
        ),
@@ -61,7 +68,7 @@ export async function cancelExecution(db: Db, id: string): Promise<CancelOutcome
        )
        SELECT c.*, pg_notify('${CHANNEL_CANCEL}', c.id::text) IS NULL AS _a,
               pg_notify('${CHANNEL_CHANGED}', c.id::text) IS NULL AS _b, (SELECT count(*) FROM open_steps) AS _s FROM c`,
-      [id, subtree],
+      [id],
     );
     return result.rows;
   });
