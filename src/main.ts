@@ -125,6 +125,7 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
         pollIntervalMs: config.worker.pollIntervalMs,
         shutdownGraceMs: config.worker.shutdownGraceMs,
         limits: config.limits,
+        keepSuspended: config.worker.keepSuspended,
         observer: observeWorker(registry),
       });
       await worker.start();

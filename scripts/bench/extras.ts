@@ -18,6 +18,7 @@ import { startApiServer } from '../../src/api/server';
 import { createMetricsRegistry } from '../../src/metrics';
 import { findFreePort } from '../../src/store/embedded';
 import { RetentionSweeper } from '../../src/engine/retention';
+import { resumeCost } from './resume-cost';
 
 export interface ExtraResult {
   label: string;
@@ -41,7 +42,7 @@ function adminUrl(env: NodeJS.ProcessEnv, database = 'postgres'): string {
   return `postgres://${user}:${pass}@${env.PGHOST ?? '127.0.0.1'}:${env.PGPORT ?? 5432}/${database}`;
 }
 
-async function freshDatabase(env: NodeJS.ProcessEnv): Promise<{ url: string; db: Db; drop(): Promise<void> }> {
+export async function freshDatabase(env: NodeJS.ProcessEnv): Promise<{ url: string; db: Db; drop(): Promise<void> }> {
   const name = `sw_bench_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: adminUrl(env) });
   await admin.connect();
@@ -63,7 +64,7 @@ async function freshDatabase(env: NodeJS.ProcessEnv): Promise<{ url: string; db:
   };
 }
 
-const pct = (values: number[], p: number) => {
+export const pct = (values: number[], p: number) => {
   const s = [...values].sort((a, b) => a - b);
   return Math.round(s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] * 100) / 100;
 };
@@ -394,5 +395,6 @@ export async function runExtras(options: ExtrasOptions): Promise<ExtraResult[]> 
   await attempt('idle worker', async () => [await idleWorker(options.env)]);
   await attempt('list at scale', async () => [await listAtScale(options.env, options.listRows)]);
   await attempt('history at scale', async () => [await historyAtScale(options.env, options.listRows)]);
+  await attempt('resume cost by history length', async () => [await resumeCost(options.env, freshDatabase)]);
   return out;
 }

@@ -3,7 +3,7 @@ import { newExecutionId } from '../domain/ids';
 import { toInstant } from '../domain/instant';
 import { toStoredValue } from '../domain/json';
 import { startChild, type ChildStepResult } from '../store/children';
-import type { StepRecord } from '../store/rows';
+import type { ReplayRecord } from '../store/steps';
 import { completeTimedStep } from '../store/steps';
 import type { OperationContext } from './durable-context';
 import { ChildExecutionError, ChildTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError } from './errors';
@@ -11,18 +11,22 @@ import type { InvokeOptions, TaskDefinition } from './task';
 
 /** ctx.invoke and ctx.spawn: start a child execution once, and wait for it durably (invoke). */
 export class ChildSteps {
-  constructor(private readonly ctx: OperationContext & { throwIfAborted(): void }) {}
+  constructor(private readonly context: () => OperationContext) {}
+
+  private get ctx(): OperationContext {
+    return this.context();
+  }
 
   /**
    * Replays a finished child; otherwise starts it (once: a replay finds it by its key) and blocks on
    * it until it finishes or the invoke's timeout (the step's deadline) passes, whichever the database
    * decides came first.
    */
-  async invoke(seq: number, key: string, recorded: StepRecord | undefined, task: TaskDefinition | string, data: unknown, options: InvokeOptions): Promise<unknown> {
+  async invoke(seq: number, key: string, recorded: ReplayRecord | undefined, task: TaskDefinition | string, data: unknown, options: InvokeOptions): Promise<unknown> {
     if (recorded?.completed) return childOutcome(seq, key, recorded.result as ChildStepResult);
     if (!recorded) {
       await this.start(seq, key, task, data, options, false);
-      return this.ctx.suspension.block({ seq, name: key, kind: 'child', wakeAt: null });
+      return this.ctx.suspension.block({ seq, name: key, kind: 'child', wakeAt: null }, (r) => childOutcome(seq, key, r.result as ChildStepResult));
     }
     this.ctx.throwIfAborted();
     if (recorded.wakeAt && recorded.wakeAt.getTime() <= this.ctx.databaseNow()) {
@@ -30,7 +34,7 @@ export class ChildSteps {
       if (timed.kind === 'lost') throw new LeaseLostError(this.ctx.lease.id);
       if (timed.kind !== 'not_due') return childOutcome(seq, key, timed.result as ChildStepResult);
     }
-    return this.ctx.suspension.block({ seq, name: key, kind: 'child', wakeAt: recorded.wakeAt });
+    return this.ctx.suspension.block({ seq, name: key, kind: 'child', wakeAt: recorded.wakeAt }, (r) => childOutcome(seq, key, r.result as ChildStepResult));
   }
 
   /** Checks the child's task and data, then inserts it with the step recording it (see startChild). */

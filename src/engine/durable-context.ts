@@ -5,8 +5,8 @@ import type { ResolvedRetryPolicy } from '../domain/retry';
 import type { Logger } from '../logger';
 import type { Db } from '../store/db';
 import type { Lease } from '../store/leases';
-import type { StepKind, StepRecord } from '../store/rows';
-import { completeTimedStep, type StepResult } from '../store/steps';
+import type { StepKind } from '../store/rows';
+import { completeTimedStep, type ReplayRecord, type StepResult } from '../store/steps';
 import { suspendExecution, type Wait } from '../store/transitions/suspend';
 import type { ChildStepResult } from '../store/children';
 import type { ChildTaskChecker } from './children';
@@ -28,7 +28,7 @@ export interface DurableContextOptions {
   attempt: number;
   /** ctx.scheduledFor: the execution's start_at, else when it was scheduled. */
   scheduledFor: Date;
-  history: readonly StepRecord[];
+  history: readonly ReplayRecord[];
   /** The database clock at the claim, and the local clock when the claim answered. */
   claimedAt: Date;
   claimedLocally: number;
@@ -65,17 +65,19 @@ export interface DurableContextOptions {
  */
 export class DurableContext<E extends Record<string, TSchema> = Record<string, TSchema>> implements TaskContext<E> {
   readonly executionId: string;
-  readonly attempt: number;
+  attempt: number;
   readonly scheduledFor: Date;
   readonly suspension: Suspension;
+  /** What the step and child helpers see; made anew when a resume binds the context to a new claim. */
+  private operation: OperationContext;
   private nextSeq: number;
   private operations: number;
   private readonly nameCounts = new Map<string, number>();
-  private readonly history: Map<string, StepRecord>;
+  private readonly history: Map<string, ReplayRecord>;
   private readonly steps: StepRunner;
   private readonly childSteps: ChildSteps;
 
-  constructor(private readonly options: DurableContextOptions) {
+  constructor(private options: DurableContextOptions) {
     this.executionId = options.lease.id;
     this.attempt = options.attempt;
     this.scheduledFor = options.scheduledFor;
@@ -83,8 +85,51 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     this.nextSeq = options.history.reduce((max, s) => Math.max(max, s.seq + 1), 0);
     this.operations = options.history.length;
     this.suspension = new Suspension((waits) => this.suspend(waits));
-    this.steps = new StepRunner({ ...options, write: (fn) => this.write(fn), suspension: this.suspension, databaseNow: () => this.databaseNow() });
-    this.childSteps = new ChildSteps({ ...options, write: (fn) => this.write(fn), suspension: this.suspension, databaseNow: () => this.databaseNow(), throwIfAborted: () => this.throwIfAborted() });
+    this.operation = this.bindOperation();
+    this.steps = new StepRunner(() => this.operation);
+    this.childSteps = new ChildSteps(() => this.operation);
+  }
+
+  /** The position the next new operation takes: a history row at or past it was recorded elsewhere. */
+  get recordedUpTo(): number {
+    return this.nextSeq;
+  }
+
+  /**
+   * Resumes a suspended context on a new claim of its execution in this process, instead of replaying
+   * its handler: binds it to the claim (lease, clocks, deadlines), settles each wait the history shows
+   * over (a sleep whose time came, a delivered event, a finished child, a due retry) and leaves the
+   * rest registered. `records` are the execution's rows for the pending waits and any past
+   * `recordedUpTo`. Returns false, changing nothing, when they show that another process moved the
+   * execution on meanwhile: then the caller replays from the history as usual.
+   */
+  async resume(claim: Pick<DurableContextOptions, 'lease' | 'attempt' | 'claimedAt' | 'claimedLocally' | 'log' | 'writeDeadline' | 'claimCommitted' | 'deadline'>, records: readonly ReplayRecord[]): Promise<boolean> {
+    const bySeq = new Map(records.map((r) => [r.seq, r]));
+    const pending = this.suspension.pending;
+    if (records.some((r) => r.seq >= this.nextSeq) || pending.some((b) => !bySeq.get(b.wait.seq) || bySeq.get(b.wait.seq)?.outcome)) return false;
+    this.options = { ...this.options, ...claim };
+    this.attempt = claim.attempt;
+    this.operation = this.bindOperation();
+    const finished = new Map<number, ReplayRecord>();
+    for (const { wait } of pending) {
+      const record = bySeq.get(wait.seq) as ReplayRecord;
+      if (record.completed || (wait.kind === 'step' && record.wakeAt && record.wakeAt.getTime() <= this.databaseNow())) finished.set(wait.seq, record);
+      else if (record.wakeAt && record.wakeAt.getTime() <= this.databaseNow()) {
+        const result = wait.kind === 'sleep' ? { slept: true } : { timed_out: true };
+        const timed = await this.write(() => completeTimedStep(this.options.db, this.options.lease, wait.seq, result));
+        if (timed.kind === 'lost') throw new LeaseLostError(this.executionId);
+        if (timed.kind !== 'not_due') {
+          finished.set(wait.seq, { ...record, completed: true, result: timed.result });
+          if (wait.kind !== 'child') this.options.onStep?.(wait.name, wait.kind, Date.now() - record.startedAt.getTime());
+        }
+      }
+    }
+    this.suspension.reopen(finished);
+    return true;
+  }
+
+  private bindOperation(): OperationContext {
+    return { ...this.options, write: (fn) => this.write(fn), suspension: this.suspension, databaseNow: () => this.databaseNow(), throwIfAborted: () => this.throwIfAborted() };
   }
 
   get signal(): AbortSignal {
@@ -155,11 +200,11 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
         return timed.result;
       }
     }
-    return this.suspension.block({ seq, name: key, kind, eventName: kind === 'event' ? name : undefined, wakeAt: recorded ? recorded.wakeAt : deadline() });
+    return this.suspension.block({ seq, name: key, kind, eventName: kind === 'event' ? name : undefined, wakeAt: recorded ? recorded.wakeAt : deadline() }, (r) => r.result);
   }
 
   /** Allocates the operation's key and position, and finds its record in the history. */
-  private next(name: string, kind: StepKind): { seq: number; key: string; recorded: StepRecord | undefined } {
+  private next(name: string, kind: StepKind): { seq: number; key: string; recorded: ReplayRecord | undefined } {
     if (typeof name !== 'string' || name.length === 0 || name.length > 200) {
       throw new TypeError('a step name must be a non-empty string of at most 200 characters');
     }
@@ -208,10 +253,11 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   }
 }
 
-/** What a step or child helper needs of its context. */
+/** What a step or child helper needs of its context, bound to the current claim. */
 export interface OperationContext extends DurableContextOptions {
   write<T>(fn: () => Promise<T>): Promise<T>;
   suspension: Suspension;
   databaseNow(): number;
+  throwIfAborted(): void;
 }
 

@@ -9,9 +9,10 @@ import { failExecution } from '../store/transitions/fail';
 import { type ClaimedExecution } from '../store/transitions/claim';
 import { type Completion } from '../store/transitions/complete';
 import type { StepKind } from '../store/rows';
-import { loadSteps, recordStepResults, stepKey, type StepResult } from '../store/steps';
+import { loadReplayHistory, loadReplayRecords, recordStepResults, stepKey, type StepResult } from '../store/steps';
 import { ChildTaskChecker } from './children';
 import { retryWhileUnavailable } from './db-retry';
+import type { LazyAbortController } from './abort';
 import { DurableContext } from './durable-context';
 import { ExecutionTimeoutError, isNonRetryable, LeaseLostError, NonRetryableError, StoreUnavailableError } from './errors';
 import type { TaskDefinition } from './task';
@@ -56,6 +57,8 @@ export interface ExecutionRunnerOptions {
   complete: (completion: Completion) => Promise<boolean>;
   /** Largest JSON of a step result or output, in bytes; most durable operations per execution. */
   limits: { valueBytes: number; operations: number };
+  /** Suspended handlers kept to resume without a replay (0: always replay). */
+  keepSuspended: number;
   /** The handler returned or threw: its slot may serve another execution while the final write runs. */
   onHandlerReturned: (held: HeldExecution) => void;
 }
@@ -69,8 +72,10 @@ export class ExecutionRunner {
   private readonly children: ChildTaskChecker;
   /** Step records of all running executions, written together (see GroupCommitter). */
   private readonly stepRecords: GroupCommitter<StepResult, boolean>;
+  private readonly live: LiveHandlers;
 
   constructor(private readonly options: ExecutionRunnerOptions) {
+    this.live = new LiveHandlers(options.keepSuspended);
     this.children = new ChildTaskChecker(options.db);
     this.stepRecords = new GroupCommitter(landedFlags((items: StepResult[]) => recordStepResults(options.db, items), (s) => stepKey(s.id, s.seq)), isDatabaseUnavailable);
   }
@@ -95,36 +100,36 @@ export class ExecutionRunner {
         if (left <= 0) throw timeout;
         stopTimer = setTimeout(() => held.controller.abort(timeout), left);
       }
-      // A fresh execution has no history: skip the read.
-      const fresh = claimed.previousStatus === 'pending' && execution.attempt === 1 && execution.stepsCompleted === 0;
-      const history = fresh ? [] : await retryWhileUnavailable(() => loadSteps(this.options.db, execution.id), writeDeadline());
-      const ctx = new DurableContext({
-        db: this.options.db,
-        lease: held.lease,
-        attempt: execution.attempt,
-        scheduledFor: claimed.scheduledFor,
-        history,
-        claimedAt: claimed.claimedAt,
-        claimedLocally: started,
-        abort: held.controller,
-        log,
-        writeDeadline,
-        claimCommitted: held.claimCommitted,
-        recordStep: (step) => this.stepRecords.submit(step),
-        children: this.children,
-        retry: registered.retry,
-        limits: this.options.limits,
-        deadline,
-        onStep: (_name, kind, ms) => this.options.observer?.step?.(execution.task, kind, ms),
-      });
-      const ended = await this.runHandler(registered.def, ctx, execution.data, held);
-      ctx.suspension.close();
+      const claim = { lease: held.lease, attempt: execution.attempt, claimedAt: claimed.claimedAt, claimedLocally: started, log, writeDeadline, claimCommitted: held.claimCommitted, deadline };
+      let live = claimed.previousStatus === 'waiting' ? await this.resumeLive(execution.id, claim, held) : undefined;
+      if (!live) {
+        // A fresh execution has no history: skip the read.
+        const fresh = claimed.previousStatus === 'pending' && execution.attempt === 1 && execution.stepsCompleted === 0;
+        const history = fresh ? [] : await retryWhileUnavailable(() => loadReplayHistory(this.options.db, execution.id), writeDeadline());
+        const ctx = new DurableContext({
+          ...claim,
+          db: this.options.db,
+          scheduledFor: claimed.scheduledFor,
+          history,
+          abort: held.controller,
+          recordStep: (step) => this.stepRecords.submit(step),
+          children: this.children,
+          retry: registered.retry,
+          limits: this.options.limits,
+          onStep: (_name, kind, ms) => this.options.observer?.step?.(execution.task, kind, ms),
+        });
+        live = startHandler(registered.def, ctx, execution.data, held.controller);
+      }
+      const ended = await this.race(live, held);
       this.options.onHandlerReturned(held);
       if (ended.kind === 'suspended') {
+        // Kept, so that this process resumes it without a replay if it claims it again.
+        this.live.keep(execution.id, live);
         if (this.options.log.isLevelEnabled('debug')) log().debug({ until: ended.wakeAt }, 'execution suspended');
         this.options.observer?.finished?.(execution.task, 'suspended', Date.now() - started);
         return { kind: 'suspended', wakeAt: ended.wakeAt };
       }
+      live.ctx.suspension.close();
       if (ended.kind === 'threw') throw ended.error;
       if (held.controller.aborted) throw held.controller.reason;
       const output = toOutput(ended.output, this.options.limits.valueBytes);
@@ -147,21 +152,32 @@ export class ExecutionRunner {
   }
 
   /**
-   * Runs the handler until it returns or throws, its execution suspends, or the execution is stopped
+   * Resumes a handler this process suspended, when it has it still: loads only the rows of what it
+   * waits for (and any recorded elsewhere since), and settles those that are over. Undefined when it
+   * is not kept or cannot resume (the execution moved on elsewhere): the caller replays instead.
+   */
+  private async resumeLive(id: string, claim: Parameters<DurableContext['resume']>[0], held: HeldExecution): Promise<LiveHandler | undefined> {
+    const live = this.live.take(id);
+    if (!live) return undefined;
+    const pending = live.ctx.suspension.pending.map((b) => b.wait.seq);
+    const records = await retryWhileUnavailable(() => loadReplayRecords(this.options.db, id, pending, live.ctx.recordedUpTo), claim.writeDeadline());
+    // A stop of this claim stops the handler: its signal is the first claim's.
+    held.controller.onAbort((reason) => live.abort.abort(reason));
+    return (await live.ctx.resume(claim, records)) ? live : undefined;
+  }
+
+  /**
+   * Waits until the handler returns or throws, its execution suspends, or the execution is stopped
    * (cancelled, timed out, lease lost): then the handler is left to run on detached, its slot given
    * back at once; nothing it does afterwards can be recorded (every write is fenced by the lease).
    */
-  private runHandler(def: TaskDefinition, ctx: DurableContext, data: unknown, held: HeldExecution): Promise<HandlerEnd> {
+  private race(live: LiveHandler, held: HeldExecution): Promise<HandlerEnd> {
     return new Promise<HandlerEnd>((resolve) => {
       let settled = false;
-      const handler = Promise.resolve().then(() => def.run(ctx as never, data as never));
-      handler.then(
-        (output) => resolve({ kind: 'returned', output }),
-        (error: unknown) => resolve({ kind: 'threw', error }),
-      ).finally(() => {
+      live.ended.then(resolve).finally(() => {
         settled = true;
       });
-      ctx.suspension.suspended.then(
+      live.ctx.suspension.suspended.then(
         (wakeAt) => resolve({ kind: 'suspended', wakeAt }),
         (error: unknown) => resolve({ kind: 'threw', error }),
       );
@@ -170,12 +186,14 @@ export class ExecutionRunner {
         if (settled) return;
         resolve({ kind: 'threw', error: reason });
         this.options.observer?.detached?.(1);
-        void handler.then(
-          () => this.options.observer?.detached?.(-1),
-          () => this.options.observer?.detached?.(-1),
-        );
+        void live.ended.then(() => this.options.observer?.detached?.(-1));
       });
     });
+  }
+
+  /** Drops a kept handler (its execution was cancelled): it will not be resumed here. */
+  forget(id: string): void {
+    this.live.take(id);
   }
 
   private async settleFailure(thrown: unknown, claimed: ClaimedExecution, held: HeldExecution, log: () => Logger, started: number): Promise<ExecutionOutcome> {
@@ -225,6 +243,47 @@ export class ExecutionRunner {
 
 /** How a handler's run ended, as the runner sees it. */
 type HandlerEnd = { kind: 'returned'; output: unknown } | { kind: 'threw'; error: unknown } | { kind: 'suspended'; wakeAt: Date | null };
+
+/** A handler that has started, with its context and the first claim's abort controller (its signal). */
+interface LiveHandler {
+  ctx: DurableContext;
+  /** Settles when the handler returns or throws; never rejects. */
+  ended: Promise<HandlerEnd>;
+  abort: LazyAbortController;
+}
+
+function startHandler(def: TaskDefinition, ctx: DurableContext, data: unknown, abort: LazyAbortController): LiveHandler {
+  const ended = Promise.resolve()
+    .then(() => def.run(ctx as never, data as never))
+    .then(
+      (output): HandlerEnd => ({ kind: 'returned', output }),
+      (error: unknown): HandlerEnd => ({ kind: 'threw', error }),
+    );
+  return { ctx, ended, abort };
+}
+
+/**
+ * Suspended handlers this process keeps, to resume without a replay: a long history then costs a
+ * resume no more than a short one. Bounded; the oldest goes first, and a dropped one is replayed.
+ */
+class LiveHandlers {
+  private readonly kept = new Map<string, LiveHandler>();
+
+  constructor(private readonly max: number) {}
+
+  keep(id: string, live: LiveHandler): void {
+    if (this.max <= 0) return;
+    this.kept.delete(id);
+    this.kept.set(id, live);
+    if (this.kept.size > this.max) this.kept.delete(this.kept.keys().next().value as string);
+  }
+
+  take(id: string): LiveHandler | undefined {
+    const live = this.kept.get(id);
+    this.kept.delete(id);
+    return live;
+  }
+}
 
 /** The handler's return value as it will be stored; one JSON cannot hold, or too large, fails the execution for good. */
 function toOutput(output: unknown, maxBytes: number): unknown {

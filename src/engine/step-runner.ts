@@ -3,7 +3,7 @@ import { toFaithfulJson } from '../domain/json';
 import { computeRetryDelay, resolveRetryPolicy, type ResolvedRetryPolicy, type RetryPolicy } from '../domain/retry';
 import { describeThrown } from '../domain/thrown';
 import { setCurrentStep } from '../store/leases';
-import type { StepRecord } from '../store/rows';
+import type { ReplayRecord } from '../store/steps';
 import { recordStepFailure } from '../store/steps';
 import type { OperationContext } from './durable-context';
 import { isNonRetryable, LeaseLostError, NonDeterminismError, NonRetryableError, StepFailedError, StoreUnavailableError } from './errors';
@@ -29,17 +29,23 @@ export interface StepOptions {
  * value. Only this step re-runs on a retry: completed steps never do.
  */
 export class StepRunner {
-  constructor(private readonly ctx: OperationContext) {}
+  constructor(private readonly context: () => OperationContext) {}
 
-  async run(seq: number, key: string, fn: StepFn<unknown>, options: StepOptions, recorded: StepRecord | undefined): Promise<unknown> {
+  private get ctx(): OperationContext {
+    return this.context();
+  }
+
+  async run(seq: number, key: string, fn: StepFn<unknown>, options: StepOptions, recorded: ReplayRecord | undefined): Promise<unknown> {
     const task = this.ctx.retry;
     // The step's own fields over the task's policy.
     const policy = options.retry ? resolveRetryPolicy({ maxAttempts: task.maxAttempts, initialDelay: task.initialDelayMs, maxDelay: task.maxDelayMs, factor: task.factor, ...options.retry }) : task;
     const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, `step ${JSON.stringify(key)} timeout`);
     // A durable backoff recorded before that is not over yet: wait it out like a sleep.
-    if (recorded?.wakeAt && recorded.wakeAt.getTime() > this.ctx.databaseNow()) return this.ctx.suspension.block({ seq, name: key, kind: 'step', wakeAt: recorded.wakeAt });
+    // Once the backoff is over (on a resume in this process), the next attempt runs from its record.
+    const retry = (record: ReplayRecord) => this.run(seq, key, fn, options, record);
+    if (recorded?.wakeAt && recorded.wakeAt.getTime() > this.ctx.databaseNow()) return this.ctx.suspension.block({ seq, name: key, kind: 'step', wakeAt: recorded.wakeAt }, retry);
     const outcome = await this.ctx.suspension.track(() => this.attempts(seq, key, fn, policy, timeoutMs, (recorded?.failures.length ?? 0) + 1, recorded !== undefined));
-    if ('retryAt' in outcome) return this.ctx.suspension.block({ seq, name: key, kind: 'step', wakeAt: outcome.retryAt });
+    if ('retryAt' in outcome) return this.ctx.suspension.block({ seq, name: key, kind: 'step', wakeAt: outcome.retryAt }, retry);
     return outcome.value;
   }
 

@@ -1,39 +1,44 @@
+import type { ReplayRecord } from '../store/steps';
 import type { Wait } from '../store/transitions/suspend';
 
-/** Never settles: what a durable operation returns while its execution waits for it. */
-const BLOCKED = new Promise<never>(() => undefined);
+/** A registered wait, with how to finish the promise the handler awaits when it is over. */
+export interface BlockedWait {
+  wait: Wait;
+  /** Turns the recorded operation, once over, into what the handler's promise settles with. */
+  finish(record: ReplayRecord): unknown;
+  resolve(value: unknown): void;
+  reject(err: unknown): void;
+}
 
 /**
  * Decides when a handler is blocked on durable waits only, and then suspends its execution once for
  * all of them. A sleep, an event wait or a child wait does not suspend on the spot: it registers and
- * returns a promise that never settles in this run. Once nothing is in flight (no step running or
- * being recorded, no child being started) and the handler has not returned, the handler can only be
+ * returns a promise that stays pending. Once nothing is in flight (no step running or being
+ * recorded, no child being started) and the handler has not returned, the handler can only be
  * waiting for what registered, so every registered wait is recorded in one suspension and the worker
- * slot is freed; a replay resumes from the history. Registering several waits before that moment
- * (Promise.all, Promise.race) suspends on all of them, so their timers run together.
+ * slot is freed. Registering several waits before that moment (Promise.all, Promise.race) suspends
+ * on all of them, so their timers run together.
  *
  * "Nothing in flight" is judged after the microtasks queued so far have run (setImmediate), so a
  * handler that goes on synchronously, or through resolved promises, registers all it will first. A
  * handler that awaits something other than a durable operation while a wait is registered is
  * suspended under it: code outside steps must only await ctx's operations.
+ *
+ * The pending promises stay settleable: a worker that resumes the same execution in the same process
+ * settles them from the history (see DurableContext.resume) instead of replaying the handler.
  */
 export class Suspension {
   private inFlight = 0;
-  private readonly waits: Wait[] = [];
+  private blocked: BlockedWait[] = [];
   private checkScheduled = false;
-  private state: 'open' | 'suspending' | 'closed' = 'open';
+  private state: 'open' | 'suspending' | 'suspended' | 'closed' = 'open';
   private resolveSuspended!: (wakeAt: Date | null) => void;
   private rejectSuspended!: (err: unknown) => void;
   /** Settles when the execution has suspended (with when it is due), or rejects when it could not. */
-  readonly suspended: Promise<Date | null>;
+  suspended!: Promise<Date | null>;
 
   constructor(private readonly suspend: (waits: readonly Wait[]) => Promise<Date | null>) {
-    this.suspended = new Promise((resolve, reject) => {
-      this.resolveSuspended = resolve;
-      this.rejectSuspended = reject;
-    });
-    // The runner races this against the handler; a rejection nobody raced must not go unhandled.
-    this.suspended.catch(() => undefined);
+    this.arm();
   }
 
   /** Runs `work` (a step, a child start) as in flight: no suspension begins until it settles. */
@@ -47,11 +52,12 @@ export class Suspension {
     }
   }
 
-  /** Registers a wait and returns a promise that never settles: the execution suspends on it. */
-  block(wait: Wait): Promise<never> {
-    this.waits.push(wait);
-    this.poke();
-    return BLOCKED;
+  /** Registers a wait and returns the promise the handler awaits; the execution suspends on it. */
+  block<T>(wait: Wait, finish: (record: ReplayRecord) => T | Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.blocked.push({ wait, finish, resolve: resolve as (v: unknown) => void, reject });
+      this.poke();
+    });
   }
 
   /** The handler returned or threw, or the execution was stopped: no suspension from now on. */
@@ -59,14 +65,61 @@ export class Suspension {
     if (this.state === 'open') this.state = 'closed';
   }
 
+  /** The waits a suspension recorded, still pending; empty unless suspended. */
+  get pending(): readonly BlockedWait[] {
+    return this.state === 'suspended' ? this.blocked : [];
+  }
+
+  /**
+   * Reopens a suspended execution that this process resumes: each wait in `finished` is settled with
+   * its recorded outcome (the handler goes on from there), and the others stay registered, so the next
+   * suspension, if any, records them again.
+   */
+  reopen(finished: ReadonlyMap<number, ReplayRecord>): void {
+    this.state = 'open';
+    this.arm();
+    const still: BlockedWait[] = [];
+    for (const b of this.blocked) {
+      if (!finished.has(b.wait.seq)) {
+        still.push(b);
+        continue;
+      }
+      try {
+        b.resolve(b.finish(finished.get(b.wait.seq) as ReplayRecord));
+      } catch (err) {
+        b.reject(err);
+      }
+    }
+    this.blocked = still;
+    this.poke();
+  }
+
+  private arm(): void {
+    this.suspended = new Promise((resolve, reject) => {
+      this.resolveSuspended = resolve;
+      this.rejectSuspended = reject;
+    });
+    // The runner races this against the handler; a rejection nobody raced must not go unhandled.
+    this.suspended.catch(() => undefined);
+  }
+
   private poke(): void {
-    if (this.checkScheduled || this.state !== 'open' || this.waits.length === 0) return;
+    if (this.checkScheduled || this.state !== 'open' || this.blocked.length === 0) return;
     this.checkScheduled = true;
     setImmediate(() => {
       this.checkScheduled = false;
-      if (this.state !== 'open' || this.inFlight > 0 || this.waits.length === 0) return;
+      if (this.state !== 'open' || this.inFlight > 0 || this.blocked.length === 0) return;
       this.state = 'suspending';
-      this.suspend(this.waits).then(this.resolveSuspended, this.rejectSuspended);
+      this.suspend(this.blocked.map((b) => b.wait)).then(
+        (wakeAt) => {
+          this.state = 'suspended';
+          this.resolveSuspended(wakeAt);
+        },
+        (err: unknown) => {
+          this.state = 'closed';
+          this.rejectSuspended(err);
+        },
+      );
     });
   }
 }

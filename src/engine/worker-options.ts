@@ -32,6 +32,11 @@ export interface WorkerOptions {
   observer?: WorkerObserver;
   /** Largest JSON of a step result or output, in bytes (4 MiB); most durable operations per execution (10,000). */
   limits?: Partial<{ valueBytes: number; operations: number }>;
+  /**
+   * Suspended handlers kept in memory (256), so that a wake-up this worker claims resumes them where
+   * they paused instead of replaying their history; 0 always replays.
+   */
+  keepSuspended?: number;
 }
 
 /** The limits a worker applies when its options name none. */

@@ -64,9 +64,9 @@ export class Worker {
     // The completion is group-committed by the worker, whose flush claims too (completeAndClaim).
     const complete = (completion: Completion) => this.completions.submit(completion);
     const limits = { ...DEFAULT_LIMITS, ...options.limits };
-    this.runner = new ExecutionRunner({ db, log, registry: this.registry, observer: options.observer, complete, limits, onHandlerReturned: (held) => this.leaveHandler(held) });
+    this.runner = new ExecutionRunner({ db, log, registry: this.registry, observer: options.observer, complete, limits, keepSuspended: options.keepSuspended ?? 256, onHandlerReturned: (held) => this.leaveHandler(held) });
     const serves = (task: string) => this.registry.get(task) !== undefined;
-    this.notifications = new WorkNotifications({ url: options.databaseUrl, log, serves, onWork: () => this.signal.wake(), onCancel: (id) => this.slots.cancel(id) });
+    this.notifications = new WorkNotifications({ url: options.databaseUrl, log, serves, onWork: () => this.signal.wake(), onCancel: (id) => (this.slots.cancel(id), this.runner.forget(id)) });
     this.completions = new GroupCommitter((items: Completion[]) => this.completeAndClaim(items), isDatabaseUnavailable);
   }
 

@@ -1,6 +1,6 @@
 import { preparedRows, queryRows, withReadCommitted, type Db } from './db';
 import type { Lease } from './leases';
-import { rowToStep, toJsonb, type ExecutionError, type StepRecord, type StepRow } from './rows';
+import { rowToStep, toJsonb, type ExecutionError, type StepFailure, type StepKind, type StepOutcome, type StepRecord, type StepRow } from './rows';
 
 /** The durable history of an execution, in call order. */
 export async function loadSteps(db: Db, executionId: string): Promise<StepRecord[]> {
@@ -11,6 +11,61 @@ export async function loadSteps(db: Db, executionId: string): Promise<StepRecord
   );
   // SQL NULL is a step that returned undefined; jsonb null is one that returned null.
   return rows.map((r) => ({ ...rowToStep(r), result: r.result_missing ? undefined : r.result }));
+}
+
+/** What a replay needs of one recorded operation; the rest of the row stays in the database. */
+export type ReplayRecord = Pick<StepRecord, 'seq' | 'name' | 'kind' | 'completed' | 'result' | 'wakeAt' | 'startedAt' | 'outcome' | 'error' | 'failures'>;
+
+/**
+ * The history a replay walks, in one prepared statement that reads only what a replay uses: a
+ * finished operation's result, and for open ones their deadline and failures. Instants come as epoch
+ * milliseconds (parsing a number is far cheaper than a timestamp), and a completed step's row carries
+ * no more than its name and result, so a long history costs little more than its results' JSON.
+ */
+export async function loadReplayHistory(db: Db, executionId: string): Promise<ReplayRecord[]> {
+  return readReplayRows(db, 'stepwise_replay_history', 'execution_id = $1', [executionId]);
+}
+
+/** The rows a resume in this process needs: those at `seqs` (what it waits for) and any from `fromSeq` on. */
+export async function loadReplayRecords(db: Db, executionId: string, seqs: readonly number[], fromSeq: number): Promise<ReplayRecord[]> {
+  return readReplayRows(db, 'stepwise_replay_records', 'execution_id = $1 AND (seq = ANY($2::int[]) OR seq >= $3)', [executionId, seqs, fromSeq]);
+}
+
+async function readReplayRows(db: Db, name: string, where: string, values: unknown[]): Promise<ReplayRecord[]> {
+  const rows = await preparedRows<{
+    seq: number;
+    name: string;
+    kind: StepKind;
+    completed: boolean;
+    result: unknown;
+    result_missing: boolean;
+    wake_ms: number | null;
+    started_ms: number;
+    outcome: StepOutcome | null;
+    error: ExecutionError | null;
+    failures: StepFailure[] | null;
+  }>(
+    db,
+    name,
+    `SELECT seq, name, kind, completed, result, result IS NULL AS result_missing,
+            (extract(epoch FROM wake_at) * 1000)::float8 AS wake_ms, (extract(epoch FROM started_at) * 1000)::float8 AS started_ms,
+            outcome, CASE WHEN NOT completed THEN error END AS error, CASE WHEN NOT completed THEN failures END AS failures
+       FROM stepwise.steps WHERE ${where} ORDER BY seq`,
+    values,
+  );
+  return rows.map((r) => ({
+    seq: r.seq,
+    name: r.name,
+    kind: r.kind,
+    completed: r.completed,
+    // SQL NULL is a step that returned undefined; jsonb null is one that returned null.
+    result: r.result_missing ? undefined : r.result,
+    wakeAt: r.wake_ms === null ? null : new Date(r.wake_ms),
+    startedAt: new Date(r.started_ms),
+    outcome: r.outcome,
+    error: r.error,
+    failures: r.failures ?? [],
+  }));
 }
 
 /** A completed step to record, under the lease of the worker that ran it. */

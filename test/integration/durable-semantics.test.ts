@@ -370,3 +370,72 @@ describe('limits and errors that read true', () => {
     expect(nap).toMatchObject({ name: 'long', kind: 'sleep', status: 'cancelled' });
   });
 });
+
+describe('configured limits', () => {
+  const manySteps = defineTask({
+    name: 'ds-many-steps',
+    async run(ctx) {
+      for (let i = 0; i < 5; i++) await ctx.step('s', () => i);
+      return 'done';
+    },
+  });
+  const bigResult = defineTask({
+    name: 'ds-big-result',
+    async run(ctx) {
+      return ctx.step('big', () => 'x'.repeat(200));
+    },
+  });
+  const bigOutput = defineTask({
+    name: 'ds-big-output',
+    async run() {
+      return 'y'.repeat(200);
+    },
+  });
+
+  test('an execution past its operations limit, a step result or an output past the size limit fail with a message naming them', async () => {
+    const limited = await startWorker(api.t, [manySteps, bigResult, bigOutput] as never, { pollIntervalMs: 100, limits: { operations: 3, valueBytes: 100 } });
+    try {
+      const many = await finished(await run(manySteps.name));
+      expect(many).toMatchObject({ status: 'failed', steps_completed: 3, error: { type: 'NonRetryableError', retryable: false } });
+      expect(many.error?.message).toMatch(/limit of 3 durable operations/);
+      const big = await finished(await run(bigResult.name));
+      expect(big).toMatchObject({ status: 'failed', error: { type: 'StepFailedError' } });
+      expect(big.error?.message).toMatch(/step "big".*100/);
+      const output = await finished(await run(bigOutput.name));
+      expect(output).toMatchObject({ status: 'failed', error: { type: 'NonRetryableError' } });
+      expect(output.error?.message).toMatch(/return value.*100/);
+    } finally {
+      await limited.stop();
+    }
+  });
+});
+
+describe('resuming in place', () => {
+  const entries = new Map<string, number>();
+  const sleeper = defineTask({
+    name: 'ds-resume-in-place',
+    async run(ctx) {
+      entries.set(ctx.executionId, (entries.get(ctx.executionId) ?? 0) + 1);
+      const before = await ctx.step('before', () => 'b');
+      await Promise.all([ctx.sleep('nap', 500), ctx.waitForEvent('poke')]);
+      const after = await ctx.step('after', () => 'a');
+      return before + after;
+    },
+  });
+
+  test.each([
+    ['keeps the suspended handler and resumes it where it paused', 256, 1],
+    ['with keepSuspended 0 replays the handler from its history on every wake-up', 0, 3],
+  ])('a worker that %s', async (_what, keepSuspended, runs) => {
+    const solo = await startWorker(api.t, [sleeper] as never, { pollIntervalMs: 50, keepSuspended });
+    try {
+      const id = await run(sleeper.name);
+      await waitUntil(async () => (await api.client.get(id)).waiting_for_events.length === 1, 'waiting for the poke');
+      await waitUntil(async () => (await api.call('POST', `/api/v1/events/${id}/poke`, { headers: JSON_HEADERS, body: 'null' })).status === 200, 'poke delivered');
+      expect(await finished(id)).toMatchObject({ status: 'completed', output: 'ba', steps_completed: 4 });
+      expect(entries.get(id)).toBe(runs);
+    } finally {
+      await solo.stop();
+    }
+  });
+});

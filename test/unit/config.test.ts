@@ -20,6 +20,12 @@ describe('configuration', () => {
     expect(Object.isFrozen(c.worker)).toBe(true);
   });
 
+  test('suspended handlers kept in memory: 256 by default, 0 to always replay, never negative', () => {
+    expect(loadConfig({ env: {} }).worker.keepSuspended).toBe(256);
+    expect(loadConfig({ env: { STEPWISE_KEEP_SUSPENDED: '0' } }).worker.keepSuspended).toBe(0);
+    expect(() => loadConfig({ env: { STEPWISE_KEEP_SUSPENDED: '-1' } })).toThrow(/keepSuspended/);
+  });
+
   test('unknown keys and bad values are named at start-up', () => {
     expect(() => loadConfig({ file: file({ prot: 1 }), env: {} })).toThrow(/additional properties \(prot\)/);
     expect(() => loadConfig({ file: file({ worker: { concurrency: 0 } }), env: {} })).toThrow(/\/worker\/concurrency must be >= 1/);
