@@ -42,7 +42,7 @@ check: check-generated typecheck lint-spec test ## what a reviewer runs: generat
 build: $(NPM_STAMP) ## compile to dist/
 	$(BIN)/tsc -p tsconfig.build.json
 
-bench: $(NPM_STAMP) ## performance scenarios S1-S4 and more; prints a table and writes bench-results/
+bench: $(NPM_STAMP) ## performance scenarios S1-S4 and more (ARGS=--peers: beside the peers); prints a table, writes bench-results/
 	$(BIN)/tsx scripts/bench.ts $(ARGS)
 
 chaos: $(NPM_STAMP) ## fault-injection run against real processes (ARGS=--long for a longer one)
@@ -54,5 +54,9 @@ fuzz: $(NPM_STAMP) ## 10,000+ generated bad requests across every operation
 soak: $(NPM_STAMP) ## steady mixed load; prints RSS, connections and event-loop lag over time
 	$(BIN)/tsx scripts/soak.ts $(ARGS)
 
+# As root in a clone the `postgres` user cannot reach, .stepwise/pgdata links to the data folder placed
+# under /var/lib/stepwise (src/store/embedded.ts): that folder goes too.
 clean: ## remove build output and local dev data
-	rm -rf dist .stepwise
+	@if [ -L .stepwise/pgdata ]; then d="$$(dirname "$$(readlink .stepwise/pgdata)")"; case "$$d" in \
+	  /var/lib/stepwise/*|*/stepwise-root/*) echo "rm -rf $$d"; rm -rf "$$d";; esac; fi
+	rm -rf dist .bench-dist .stepwise

@@ -158,14 +158,41 @@ export interface paths {
         };
         /**
          * List registered tasks
-         * @description Every task a worker registered, with its schemas and its executions counted by status (for
-         *     dashboards). Pending, running and waiting executions are counted exactly on every request, and
+         * @description Every task a worker registered, with its schemas, its executions counted by status and the live
+         *     workers that serve it (for dashboards; a task with `workers: 0` has no worker to run its
+         *     executions). Pending, running and waiting executions are counted exactly on every request, and
          *     so are completed, failed and cancelled ones (kept until the retention period deletes them)
          *     while counting them takes under 50 ms. Past that, each API server serves its last count of
          *     those and recounts in the background, every 2 seconds or every twenty times as long as a count
          *     takes, whichever is longer, so they may lag by that much.
          */
         get: operations["listTasks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/workers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List workers
+         * @description Every worker process that registered itself and has not stopped, oldest first. A worker
+         *     registers when it starts and heartbeats every few seconds (5 by default) with the number of
+         *     handlers it runs. When its shutdown begins it is `stopping` (it claims nothing more and
+         *     finishes or hands back what it holds), and once stopped it is gone from the list. A worker that
+         *     missed its heartbeats (three intervals of silence by default: crashed, killed, or cut off from
+         *     the database) is `lost`; other workers delete its row after a while (an hour by default).
+         *     `last_seen_at` is the database's time of its last heartbeat.
+         */
+        get: operations["listWorkers"];
         put?: never;
         post?: never;
         delete?: never;
@@ -495,6 +522,8 @@ export interface components {
             /** @description At most this many executions of the task run at once over all workers (its definition's `concurrency.limit`); the others stay `pending` until one finishes, sleeps or waits for an event. Null for no limit. */
             concurrency_limit: number | null;
             updated_at: components["schemas"]["Timestamp"];
+            /** @description The live workers (`active`, neither `stopping` nor `lost`; see `GET /api/v1/workers`) that serve the task. With 0, its pending executions stay pending until a worker that serves it starts. */
+            workers: number;
             counts: components["schemas"]["TaskCounts"];
         };
         /**
@@ -519,6 +548,44 @@ export interface components {
         TaskList: {
             /** @description The tasks, ordered by name. */
             items: components["schemas"]["Task"][];
+        };
+        /**
+         * @description `active`: it heartbeats and claims executions. `stopping`: its shutdown began; it claims nothing
+         *     more and finishes or hands back what it holds. `lost`: it missed its heartbeats (crashed,
+         *     killed or cut off from the database); its executions are taken over once their leases expire.
+         * @enum {string}
+         */
+        WorkerState: "active" | "stopping" | "lost";
+        /** @description A worker process as it registered itself. */
+        Worker: {
+            /**
+             * Format: uuid
+             * @description The worker's id, new at every start.
+             */
+            worker_id: string;
+            /** @description The host (or container) name it runs on. */
+            hostname: string;
+            /** @description Its process id on that host. */
+            pid: number;
+            /**
+             * @description The Stepwise version it runs.
+             * @example 0.1.0
+             */
+            version: string;
+            /** @description The tasks it serves, ordered by name. */
+            tasks: components["schemas"]["TaskName"][];
+            /** @description At most this many handlers it runs at once. */
+            concurrency: number;
+            /** @description Handlers it ran at its last heartbeat. */
+            running: number;
+            started_at: components["schemas"]["Timestamp"];
+            last_seen_at: components["schemas"]["Timestamp"];
+            state: components["schemas"]["WorkerState"];
+        };
+        /** @description The registered workers. */
+        WorkerList: {
+            /** @description The workers, oldest first. */
+            workers: components["schemas"]["Worker"][];
         };
         /** @description A health probe's answer. */
         HealthStatus: {
@@ -1423,6 +1490,7 @@ export interface operations {
                      *           "cron": null,
                      *           "concurrency_limit": null,
                      *           "updated_at": "2024-10-30T11:59:00.000Z",
+                     *           "workers": 2,
                      *           "counts": {
                      *             "pending": 0,
                      *             "running": 1,
@@ -1443,6 +1511,7 @@ export interface operations {
                      *           },
                      *           "concurrency_limit": 1,
                      *           "updated_at": "2024-10-30T11:59:00.000Z",
+                     *           "workers": 0,
                      *           "counts": {
                      *             "pending": 0,
                      *             "running": 0,
@@ -1456,6 +1525,67 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["TaskList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWorkers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The registered workers, oldest first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "workers": [
+                     *         {
+                     *           "worker_id": "6f1c1c5e-2b8d-4c57-a3f6-0d0e8c1f9a42",
+                     *           "hostname": "worker-7d9f8",
+                     *           "pid": 41,
+                     *           "version": "0.1.0",
+                     *           "tasks": [
+                     *             "approve-order",
+                     *             "nightly-report"
+                     *           ],
+                     *           "concurrency": 32,
+                     *           "running": 5,
+                     *           "started_at": "2024-10-30T09:12:44.120Z",
+                     *           "last_seen_at": "2024-10-30T12:00:01.503Z",
+                     *           "state": "active"
+                     *         },
+                     *         {
+                     *           "worker_id": "0b6e92a4-6f04-4e9b-9b3e-5a1d7c2e8f10",
+                     *           "hostname": "worker-7d9f8",
+                     *           "pid": 42,
+                     *           "version": "0.1.0",
+                     *           "tasks": [
+                     *             "approve-order"
+                     *           ],
+                     *           "concurrency": 32,
+                     *           "running": 0,
+                     *           "started_at": "2024-10-30T09:12:45.007Z",
+                     *           "last_seen_at": "2024-10-30T11:41:20.880Z",
+                     *           "state": "lost"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WorkerList"];
                 };
             };
             401: components["responses"]["Unauthorized"];

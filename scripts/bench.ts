@@ -1,9 +1,12 @@
-// `make bench`: runs the peers' benchmark harness (S1-S4) with Stepwise's adapter, optionally the peers
-// themselves in the same run (--peers), then Stepwise's own extra scenarios; prints a table and writes
-// bench-results/<timestamp>.json. Uses the PostgreSQL at PGHOST:PGPORT (default 127.0.0.1:5432) when
-// one answers, else an embedded one.
+// `make bench`: Stepwise's benchmark scenarios S1-S4 (scripts/bench/scenarios.ts, on any clone), then
+// its own extra scenarios; prints a table and writes bench-results/<timestamp>.json. With --peers, S1-S4
+// run through the peers' benchmark harness instead, for Stepwise and for graphile-worker, pg-boss, DBOS
+// and pg-workflows alike (the harness is not part of this repository: --peers-bench DIR or
+// STEPWISE_PEERS_BENCH say where it is). Uses the PostgreSQL at PGHOST:PGPORT (default
+// 127.0.0.1:5432) when one answers, else an embedded one. Measures a compiled build in .bench-dist/,
+// never dist/ (scripts/bench/build.ts says why).
 import { execFileSync, spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,8 +14,8 @@ import { Command } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
 import { startEmbeddedPostgres } from '../src/store/embedded';
 import { runExtras, type ExtraResult } from './bench/extras';
-
-const ROOT = path.join(__dirname, '..');
+import { buildForBench, ROOT } from './bench/build';
+import { runScenarios, type ScenarioLine } from './bench/scenarios';
 
 interface Options {
   reps: string;
@@ -22,8 +25,34 @@ interface Options {
   n?: string;
   listRows: string;
   longPolls: string;
-  peersBench: string;
+  peersBench?: string;
   harnessResults?: string;
+}
+
+/** Where --peers looks for the peers' harness, in order, and why. */
+function harnessCandidates(flag: string | undefined): { dir: string; from: string }[] {
+  if (flag) return [{ dir: path.resolve(flag), from: '--peers-bench' }];
+  const out: { dir: string; from: string }[] = [];
+  if (process.env.STEPWISE_PEERS_BENCH) out.push({ dir: path.resolve(process.env.STEPWISE_PEERS_BENCH), from: 'STEPWISE_PEERS_BENCH' });
+  out.push({ dir: path.join(ROOT, '..', 'shared', 'peers-bench'), from: 'the default, beside the repository' });
+  return out;
+}
+
+/** The peers' harness for --peers, or an error that says what it needs and where it looked. */
+function findHarness(flag: string | undefined): string {
+  const candidates = harnessCandidates(flag);
+  const found = candidates.find((c) => existsSync(path.join(c.dir, 'run.mjs')) && existsSync(path.join(c.dir, 'adapters', 'index.mjs')));
+  if (found) return found.dir;
+  throw new Error(
+    [
+      '--peers needs the peers\' benchmark harness, which is not part of this repository: a folder with run.mjs,',
+      'adapters/index.mjs and setup.sh (setup.sh installs graphile-worker, pg-boss, DBOS and pg-workflows with npm into',
+      `$PEERS_DIR, default ${path.join(os.tmpdir(), 'peers')}, so it needs the npm registry). Say where it is with`,
+      '--peers-bench DIR (make bench ARGS="--peers --peers-bench DIR") or STEPWISE_PEERS_BENCH=DIR. Looked in:',
+      ...candidates.map((c) => `  ${c.dir} (${c.from})`),
+      'Without --peers, make bench runs Stepwise\'s own S1-S4, which need nothing else.',
+    ].join('\n'),
+  );
 }
 
 function reachable(host: string, port: number): Promise<boolean> {
@@ -48,22 +77,7 @@ function prepareHarness(source: string): string {
   return dir;
 }
 
-/** The harness loads `pg` from $PEERS_DIR/harness; for Stepwise alone, ours will do. */
-function ensureHarnessPg(peersDir: string): void {
-  const harness = path.join(peersDir, 'harness');
-  if (existsSync(path.join(harness, 'node_modules', 'pg'))) return;
-  mkdirSync(harness, { recursive: true });
-  writeFileSync(path.join(harness, 'package.json'), '{"name":"harness","private":true}');
-  if (!existsSync(path.join(harness, 'node_modules'))) symlinkSync(path.join(ROOT, 'node_modules'), path.join(harness, 'node_modules'));
-}
-
-interface HarnessLine {
-  peer: string;
-  scenario: string;
-  median?: Record<string, number>;
-  skipped?: string;
-  error?: string;
-}
+type HarnessLine = ScenarioLine;
 
 async function runHarness(dir: string, peer: string, scenarios: string[], reps: number, env: NodeJS.ProcessEnv, n: string | undefined, bar: SingleBar): Promise<HarnessLine[]> {
   const lines: HarnessLine[] = [];
@@ -105,7 +119,7 @@ function table(lines: HarnessLine[], extras: ExtraResult[]): string {
         ...peers.map((p) => {
           const line = lines.find((l) => l.peer === p && l.scenario === s);
           const v = line?.median?.[m.key];
-          return !line || line.skipped ? '-' : v === undefined ? 'n/a' : String(v);
+          return !line || line.skipped ? '-' : v == null ? 'n/a' : String(v);
         }),
         m.target,
       ]);
@@ -124,34 +138,47 @@ function table(lines: HarnessLine[], extras: ExtraResult[]): string {
 async function main(): Promise<void> {
   const program = new Command('bench')
     .option('--reps <n>', 'repetitions per scenario (medians are reported)', '3')
-    .option('--scenarios <list>', 'harness scenarios to run', 'S1,S2,S3,S4')
-    .option('--peers', 'also run the peers (graphile-worker, pg-boss, DBOS, pg-workflows, and graphile-worker:batched in S2) in this run; installs them outside the repo', false)
+    .option('--scenarios <list>', 'scenarios S1-S4 to run', 'S1,S2,S3,S4')
+    .option(
+      '--peers',
+      "run S1-S4 through the peers' benchmark harness, for the peers (graphile-worker, pg-boss, DBOS, pg-workflows, and graphile-worker:batched in S2) and Stepwise alike; needs the harness (--peers-bench) and the npm registry",
+      false,
+    )
+    .option('--peers-bench <dir>', "the peers' benchmark harness for --peers (default: STEPWISE_PEERS_BENCH, else ../shared/peers-bench beside the repository)")
     .option('--no-extras', 'skip Stepwise-only scenarios')
     .option('--n <n>', 'override the job count of S1-S3 (quick runs)')
     .option('--list-rows <n>', 'rows for the list-with-total scenario', '1000000')
     .option('--long-polls <n>', 'concurrent long-polls held by one API process', '10000')
-    .option('--peers-bench <dir>', 'the peers harness', path.join(ROOT, '..', 'shared', 'peers-bench'))
     .option('--harness-results <dir>', 'reuse the harness results (*.jsonl) of an earlier run instead of running S1-S4')
     .parse(process.argv);
   const opts = program.opts<Options>();
-  process.stdout.write('building dist/ ...\n');
-  execFileSync(path.join(ROOT, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'inherit' });
+  const harnessSource = opts.peers ? findHarness(opts.peersBench) : undefined;
+  process.stdout.write('building .bench-dist/ ...\n');
+  const dist = buildForBench();
 
-  const env: NodeJS.ProcessEnv = { ...process.env, STEPWISE_ROOT: ROOT, PEERS_DIR: process.env.PEERS_DIR ?? path.join(os.tmpdir(), 'peers') };
+  const env: NodeJS.ProcessEnv = { ...process.env, STEPWISE_ROOT: ROOT, STEPWISE_DIST: dist, PEERS_DIR: process.env.PEERS_DIR ?? path.join(os.tmpdir(), 'peers') };
+  // The adapter, loaded in this process too by Stepwise's own driver, reads them from here.
+  Object.assign(process.env, { STEPWISE_ROOT: ROOT, STEPWISE_DIST: dist });
   let embedded: Awaited<ReturnType<typeof startEmbeddedPostgres>> | undefined;
+  let embeddedDir: string | undefined;
   const host = process.env.PGHOST ?? '127.0.0.1';
   const port = Number(process.env.PGPORT ?? 5432);
   if (!(await reachable(host, port))) {
     process.stdout.write('no PostgreSQL at PGHOST:PGPORT; starting an embedded one\n');
-    embedded = await startEmbeddedPostgres({ dataDir: path.join(os.tmpdir(), `stepwise-bench-pg-${process.pid}`, 'pgdata') });
+    embeddedDir = mkdtempSync(path.join(os.tmpdir(), 'stepwise-bench-pg-'));
+    embedded = await startEmbeddedPostgres({ dataDir: path.join(embeddedDir, 'pgdata'), database: 'postgres', onNotice: (m) => process.stdout.write(`${m}\n`) });
     Object.assign(env, { PGHOST: '127.0.0.1', PGPORT: String(embedded.port), PGUSER: 'postgres', PGPASSWORD: 'postgres' });
   }
   const scenarios = opts.harnessResults ? [] : opts.scenarios.split(',').filter(Boolean);
-  const peers = ['stepwise', ...(opts.peers ? ['graphile-worker', 'pg-boss', 'dbos', 'pg-workflows'] : [])];
-  const harness = prepareHarness(opts.peersBench);
-  env.PB_RESULTS = path.join(harness, 'results');
-  if (opts.peers) execFileSync('bash', [path.join(harness, 'setup.sh')], { env, stdio: 'inherit' });
-  else ensureHarnessPg(env.PEERS_DIR as string);
+  const reps = Number(opts.reps);
+  const n = opts.n;
+  const peers = opts.peers ? ['stepwise', 'graphile-worker', 'pg-boss', 'dbos', 'pg-workflows'] : [];
+  let harness: string | undefined;
+  if (harnessSource) {
+    harness = prepareHarness(harnessSource);
+    env.PB_RESULTS = path.join(harness, 'results');
+    execFileSync('bash', [path.join(harness, 'setup.sh')], { env, stdio: 'inherit' });
+  }
 
   const lines: HarnessLine[] = [];
   const bar = new SingleBar({ format: 'bench [{bar}] {value}/{total} {step}', noTTYOutput: true, notTTYSchedule: 5000 }, Presets.shades_classic);
@@ -160,31 +187,48 @@ async function main(): Promise<void> {
   // S4 once more with Stepwise scheduling as the peers' producers do (direct SQL through the SDK's
   // schedule(), no API server), so that each is compared with its like.
   const sqlScenarios = scenarios.filter((s) => s === 'S4');
-  bar.start(peers.length * scenarios.length + variantScenarios.length + sqlScenarios.length + (opts.extras ? 6 : 0), 0, { step: 'starting' });
+  const steps = (opts.peers ? peers.length * scenarios.length + variantScenarios.length : scenarios.length) + sqlScenarios.length + (opts.extras ? 6 : 0);
+  bar.start(steps, 0, { step: 'starting' });
   let extras: ExtraResult[] = [];
   if (opts.harnessResults) {
     for (const f of readdirSync(opts.harnessResults).filter((x) => x.endsWith('.jsonl'))) {
       for (const line of readFileSync(path.join(opts.harnessResults, f), 'utf8').trim().split('\n')) if (line) lines.push(JSON.parse(line) as HarnessLine);
     }
   }
+  const progress = (step: string) => bar.increment(1, { step });
   try {
-    for (const peer of peers) lines.push(...(await runHarness(harness, peer, scenarios, Number(opts.reps), env, opts.n, bar)));
-    if (sqlScenarios.length > 0) lines.push(...(await runHarness(harness, 'stepwise:sql', sqlScenarios, Number(opts.reps), env, opts.n, bar)));
-    if (variantScenarios.length > 0) lines.push(...(await runHarness(harness, 'graphile-worker:batched', variantScenarios, Number(opts.reps), env, opts.n, bar)));
+    if (harness) {
+      for (const peer of peers) lines.push(...(await runHarness(harness, peer, scenarios, reps, env, n, bar)));
+      if (sqlScenarios.length > 0) lines.push(...(await runHarness(harness, 'stepwise:sql', sqlScenarios, reps, env, n, bar)));
+      if (variantScenarios.length > 0) lines.push(...(await runHarness(harness, 'graphile-worker:batched', variantScenarios, reps, env, n, bar)));
+    } else if (scenarios.length > 0) {
+      const common = { env, reps, n: n ? Number(n) : undefined, progress };
+      lines.push(...(await runScenarios({ ...common, spec: 'stepwise', scenarios })));
+      if (sqlScenarios.length > 0) lines.push(...(await runScenarios({ ...common, spec: 'stepwise:sql', scenarios: sqlScenarios })));
+    }
     if (opts.extras) {
       extras = await runExtras({
         env,
         listRows: Number(opts.listRows),
         longPolls: Number(opts.longPolls),
-        progress: (step) => bar.increment(1, { step }),
+        progress,
       });
     }
   } finally {
     bar.stop();
     await embedded?.stop();
-    rmSync(harness, { recursive: true, force: true });
+    if (embedded) rmSync(embedded.dataDir, { recursive: true, force: true });
+    if (embeddedDir) rmSync(embeddedDir, { recursive: true, force: true });
+    if (harness) rmSync(harness, { recursive: true, force: true });
   }
-  const result = { at: new Date().toISOString(), host: { cpus: os.cpus().length, node: process.version, postgres: embedded ? 'embedded' : `${host}:${port}` }, reps: Number(opts.reps), harness: lines, extras };
+  const result = {
+    at: new Date().toISOString(),
+    host: { cpus: os.cpus().length, node: process.version, postgres: embedded ? 'embedded' : `${host}:${port}` },
+    driver: harness ? 'peers-bench harness' : 'scripts/bench/scenarios.ts',
+    reps,
+    harness: lines,
+    extras,
+  };
   mkdirSync(path.join(ROOT, 'bench-results'), { recursive: true });
   const file = path.join(ROOT, 'bench-results', `bench-${result.at.replace(/[:.]/g, '-')}.json`);
   writeFileSync(file, JSON.stringify(result, null, 2));
@@ -193,6 +237,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
-  process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
+  process.stderr.write(`bench failed: ${(err as Error).message.includes('\n') ? (err as Error).message : (err as Error).stack}\n`);
   process.exit(1);
 });

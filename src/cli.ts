@@ -1,9 +1,14 @@
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { ConfigError, keepFinishedMs, loadConfig, parseRetention, type Config } from './config';
+import { addOperatorCommands, packageVersion } from './cli/operator';
 import { TasksFileError } from './engine/registry';
 import { createLogger } from './logger';
-import { EXAMPLE_TASKS_FILE, pruneNow, runMigrations, startStepwise, stopOnSignals, StartupError } from './main';
+import { StartupError } from './errors';
+import type { Running } from './main';
+
+/** The server's code, loaded only by the commands that run it: the operator commands start at once. */
+const server = async (): Promise<typeof import('./main')> => require('./main');
 
 function parsePort(value: string): number {
   const n = Number(value);
@@ -36,6 +41,27 @@ const portOption = () => new Option('-p, --port <n>', 'HTTP port (env PORT, defa
 const basePathOption = () => new Option('--base-path <path>', 'mount the API under this path (env STEPWISE_BASE_PATH)');
 const concurrencyOption = () => new Option('--concurrency <n>', 'handlers run at once (env STEPWISE_CONCURRENCY, default 32)').argParser(parsePositive);
 
+/**
+ * What `stepwise dev` prints once ready: the URLs of the API, the dashboard, the API reference and the
+ * database. The embedded database's URL is printed whole (a loopback-only server with a fixed
+ * development password) for psql and for schedule() in your own transaction; a DATABASE_URL of yours
+ * is described without its password.
+ */
+export function devBanner(running: Running, describeDatabaseUrl: (url: string) => string): string {
+  let database = `${describeDatabaseUrl(running.databaseUrl)} (DATABASE_URL)`;
+  if (running.embedded) {
+    const rel = path.relative(process.cwd(), running.embedded.dataDir);
+    database = `${running.databaseUrl} (embedded; data in ${rel && !rel.startsWith('..') && !path.isAbsolute(rel) ? rel : running.embedded.dataDir})`;
+  }
+  return (
+    `\nStepwise is running at ${running.url}/api/v1\n` +
+    `  dashboard:     ${running.url}/ui\n` +
+    `  API reference: ${running.url}/docs\n` +
+    `  database:      ${database}\n` +
+    `  Stop with Ctrl-C.\n\n`
+  );
+}
+
 /** Builds the `stepwise` command. */
 export function buildProgram(): Command {
   const program = new Command('stepwise')
@@ -45,7 +71,7 @@ export function buildProgram(): Command {
 
   program
     .command('dev')
-    .description('everything in one process: embedded PostgreSQL (in .stepwise/) unless DATABASE_URL is set, migrations, API and a worker')
+    .description('everything in one process: embedded PostgreSQL (in .stepwise/) unless DATABASE_URL is set, migrations, API and a worker; prints the URLs of the API, dashboard, API reference and database')
     .option('-t, --tasks <file>', 'tasks module (.ts, .js, .mjs); default: the bundled examples')
     .addOption(portOption())
     .addOption(basePathOption())
@@ -54,6 +80,7 @@ export function buildProgram(): Command {
     .action(async (flags: CommonFlags & { tasks?: string }) => {
       const config = configFrom(flags);
       const log = createLogger({ level: config.logLevel });
+      const { EXAMPLE_TASKS_FILE, startStepwise, stopOnSignals } = await server();
       const running = await startStepwise({
         config,
         api: true,
@@ -64,9 +91,7 @@ export function buildProgram(): Command {
       });
       stopOnSignals(running, config, log);
       log.info({ url: running.url }, 'stepwise dev is ready');
-      process.stdout.write(
-        `\nStepwise is running at ${running.url}/api/v1\n  dashboard:     ${running.url}/ui\n  API reference: ${running.url}/docs\n  Stop with Ctrl-C.\n\n`,
-      );
+      process.stdout.write(devBanner(running, (await server()).describeDatabaseUrl));
     });
 
   program
@@ -78,6 +103,7 @@ export function buildProgram(): Command {
     .action(async (flags: CommonFlags) => {
       const config = configFrom(flags);
       const log = createLogger({ level: config.logLevel });
+      const { startStepwise, stopOnSignals } = await server();
       const running = await startStepwise({ config, api: true, migrate: false, log });
       stopOnSignals(running, config, log);
       log.info({ url: running.url }, 'stepwise api listening');
@@ -92,6 +118,7 @@ export function buildProgram(): Command {
     .action(async (flags: CommonFlags & { tasks: string }) => {
       const config = configFrom(flags);
       const log = createLogger({ level: config.logLevel });
+      const { startStepwise, stopOnSignals } = await server();
       const running = await startStepwise({ config, api: false, tasksFile: flags.tasks, concurrency: flags.concurrency, migrate: false, log });
       stopOnSignals(running, config, log);
     });
@@ -103,7 +130,7 @@ export function buildProgram(): Command {
     .action(async (flags: CommonFlags) => {
       const config = configFrom(flags);
       const log = createLogger({ level: config.logLevel });
-      const applied = await runMigrations(config, log);
+      const applied = await (await server()).runMigrations(config, log);
       log.info({ applied }, applied.length ? 'migrations applied' : 'database is up to date');
     });
 
@@ -119,9 +146,12 @@ export function buildProgram(): Command {
       if (olderThanMs === undefined) {
         throw new ConfigError(flags.olderThan !== undefined ? '--older-than must be a duration such as 7d' : "retention is 'forever': say how old with --older-than");
       }
-      const deleted = await pruneNow(config, olderThanMs, log);
+      const deleted = await (await server()).pruneNow(config, olderThanMs, log);
       process.stdout.write(`deleted ${deleted} finished execution${deleted === 1 ? '' : 's'}\n`);
     });
+
+  program.version(packageVersion(), '-V, --version', 'print the version');
+  addOperatorCommands(program);
 
   return program;
 }

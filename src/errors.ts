@@ -163,3 +163,8 @@ export class ForbiddenError extends AppError {
     super('forbidden', 403, message);
   }
 }
+
+/** A startup problem with a message meant for the operator, printed in one line (no stack). */
+export class StartupError extends Error {
+  override name = 'StartupError';
+}

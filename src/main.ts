@@ -4,7 +4,8 @@ import { metricsTokens } from './api/auth';
 import { keepFinishedMs, type Config } from './config';
 import { createLogger, type Logger } from './logger';
 import { createDb, type Db } from './store/db';
-import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './store/embedded';
+import { acquireDevLock, DataFolderInUseError, type DevLock } from './store/dev-lock';
+import { EmbeddedPostgresError, startEmbeddedPostgres, type EmbeddedPostgresHandle } from './store/embedded';
 import { isMigrated, migrateLatest } from './store/migrate';
 import { Worker } from './engine/worker';
 import { RetentionSweeper } from './engine/retention';
@@ -12,15 +13,15 @@ import { loadTasksModule } from './engine/registry';
 import type { TaskDefinition } from './engine/task';
 import { createMetricsRegistry } from './metrics';
 import { observeRetention, observeWorker, serveMetrics } from './worker-metrics';
+import { StartupError } from './errors';
 
 /** The bundled example tasks, loaded by `stepwise dev` without --tasks. */
 export const EXAMPLE_TASKS_FILE = path.join(__dirname, '..', 'examples', 'index.ts');
 
-/** A startup problem with a message meant for the operator (no stack). */
-export class StartupError extends Error {}
+export { StartupError };
 
 /** Describes a database URL without its password, for error messages. */
-function describeUrl(url: string): string {
+export function describeDatabaseUrl(url: string): string {
   try {
     const u = new URL(url);
     return `${u.hostname}:${u.port || 5432}${u.pathname}`;
@@ -40,9 +41,9 @@ async function connect(url: string, config: Config, log: Logger): Promise<Db> {
     await db.raw('SELECT 1');
   } catch (err) {
     await db.destroy();
-    throw new StartupError(`cannot connect to PostgreSQL at ${describeUrl(url)}: ${(err as Error).message}`);
+    throw new StartupError(`cannot connect to PostgreSQL at ${describeDatabaseUrl(url)}: ${(err as Error).message}`);
   }
-  log.debug({ database: describeUrl(url) }, 'database connected');
+  log.debug({ database: describeDatabaseUrl(url) }, 'database connected');
   return db;
 }
 
@@ -53,7 +54,10 @@ export interface RunOptions {
   /** Run a worker with these tasks (a module path), or none. */
   tasksFile?: string;
   concurrency?: number;
-  /** Start embedded PostgreSQL in this folder when no databaseUrl is configured. */
+  /**
+   * Start embedded PostgreSQL in this folder (`pgdata/` in it) when no databaseUrl is configured. The
+   * process takes the folder's lock first (`dev.lock`): a second one on the same folder fails at once.
+   */
   embeddedDir?: string;
   /** Apply migrations before starting (dev); otherwise require them applied. */
   migrate: boolean;
@@ -63,6 +67,8 @@ export interface RunOptions {
 export interface Running {
   url?: string;
   databaseUrl: string;
+  /** Set when the database is the embedded one: where its data is. */
+  embedded?: { dataDir: string };
   worker?: Worker;
   stop(): Promise<void>;
 }
@@ -74,22 +80,44 @@ export interface Running {
 export async function startStepwise(options: RunOptions): Promise<Running> {
   const { config } = options;
   const log = options.log ?? createLogger({ level: config.logLevel });
-  let tasks: TaskDefinition[] = [];
-  if (options.tasksFile) tasks = await loadTasksModule(options.tasksFile);
-  let embedded: EmbeddedPostgresHandle | undefined;
-  let databaseUrl = config.databaseUrl;
-  if (!databaseUrl) {
-    if (!options.embeddedDir) throw new StartupError('DATABASE_URL is not set');
-    log.info({ dataDir: options.embeddedDir }, 'starting embedded postgresql');
-    embedded = await startEmbeddedPostgres({ dataDir: path.join(options.embeddedDir, 'pgdata'), port: 54329 });
-    databaseUrl = embedded.url;
+  // The data folder's lock comes first: a second `dev` on the folder exits before it touches anything.
+  let lock: DevLock | undefined;
+  if (!config.databaseUrl && options.embeddedDir) {
+    try {
+      lock = acquireDevLock(options.embeddedDir);
+    } catch (err) {
+      throw err instanceof DataFolderInUseError ? new StartupError(err.message) : err;
+    }
   }
   const stops: Array<() => Promise<void>> = [];
   const stopAll = async () => {
     for (const stop of stops.reverse()) await stop().catch((err: Error) => log.error({ err: err.message }, 'shutdown step failed'));
   };
-  if (embedded) stops.push(() => embedded.stop());
+  if (lock) stops.push(async () => lock.release()); // last of all, after PostgreSQL has stopped
+  let embedded: EmbeddedPostgresHandle | undefined;
   try {
+    let tasks: TaskDefinition[] = [];
+    if (options.tasksFile) tasks = await loadTasksModule(options.tasksFile);
+    let databaseUrl = config.databaseUrl;
+    if (!databaseUrl) {
+      if (!options.embeddedDir) throw new StartupError('DATABASE_URL is not set');
+      log.info({ dataDir: options.embeddedDir }, 'starting embedded postgresql');
+      embedded = await startEmbeddedPostgres({
+        dataDir: path.join(options.embeddedDir, 'pgdata'),
+        port: 54329,
+        // This process holds the folder's lock: a server still running on it was left by a `dev` that is gone.
+        takeOver: true,
+        // Ctrl-C reaches this process only, which stops PostgreSQL last (after the worker released its executions).
+        ownProcessGroup: true,
+        onLog: (line) => log.debug({ postgres: line }, 'embedded postgresql'),
+        onNotice: (message) => log.warn(message),
+      }).catch((err: Error) => {
+        throw err instanceof EmbeddedPostgresError ? new StartupError(`embedded PostgreSQL: ${err.message}`) : err;
+      });
+      const started = embedded;
+      stops.push(() => started.stop());
+      databaseUrl = embedded.url;
+    }
     const db = await connect(databaseUrl, config, log);
     stops.push(() => db.destroy());
     if (options.migrate) {
@@ -143,7 +171,8 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
         stops.push(metrics.close);
       }
     }
-    return { url, databaseUrl, worker, stop: stopAll };
+    lock?.update({ url, databaseUrl });
+    return { url, databaseUrl, embedded: embedded && { dataDir: embedded.dataDir }, worker, stop: stopAll };
   } catch (err) {
     await stopAll();
     throw err;

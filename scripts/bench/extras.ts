@@ -19,6 +19,7 @@ import { createMetricsRegistry } from '../../src/metrics';
 import { findFreePort } from '../../src/store/embedded';
 import { RetentionSweeper } from '../../src/engine/retention';
 import { resumeCost } from './resume-cost';
+import { stepwiseArgs } from './build';
 
 export interface ExtraResult {
   label: string;
@@ -177,7 +178,9 @@ async function longPolls(env: NodeJS.ProcessEnv, n: number): Promise<ExtraResult
     ids.push(...batch.map((b) => b.execution.id));
   }
   const port = await findFreePort();
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'stepwise.js'), 'serve'], {
+  // The benchmark's build (STEPWISE_DIST), else the source through bin/stepwise.js.
+  const args = env.STEPWISE_DIST ? stepwiseArgs(env.STEPWISE_DIST, ['serve']) : [path.join(ROOT, 'bin', 'stepwise.js'), 'serve'];
+  const child = spawn(process.execPath, args, {
     env: { ...process.env, DATABASE_URL: t.url, PORT: String(port), LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'inherit', 'inherit'],
   });

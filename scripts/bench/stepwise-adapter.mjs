@@ -1,7 +1,9 @@
-// Stepwise's adapter for the peers' benchmark harness (../shared/peers-bench). scripts/bench.ts copies
-// the harness to a temporary folder, puts this file in its adapters/ and registers it, so Stepwise runs
-// the very scenarios the peers ran, timed the same way. Needs STEPWISE_ROOT (the repository) and a
-// build in STEPWISE_ROOT/dist.
+// Stepwise's adapter for the benchmark scenarios S1-S4. Two drivers load it: Stepwise's own
+// (scripts/bench/scenarios.ts, what `make bench` runs) and, with `make bench ARGS=--peers`, the peers'
+// benchmark harness, which scripts/bench.ts copies to a temporary folder with this file in its
+// adapters/, so Stepwise runs the very scenarios the peers ran, timed the same way. Needs
+// STEPWISE_ROOT (the repository) and a build in STEPWISE_DIST (default STEPWISE_ROOT/dist; `make bench`
+// builds into .bench-dist/).
 //
 // Producers schedule over HTTP through the public API: each producer process starts its own
 // `stepwise serve` process on the benchmark's database and calls POST /api/v1/executions with
@@ -15,8 +17,9 @@ import path from 'node:path';
 
 const ROOT = process.env.STEPWISE_ROOT;
 if (!ROOT) throw new Error('STEPWISE_ROOT must point at the stepwise repository');
+const DIST = process.env.STEPWISE_DIST || path.join(ROOT, 'dist');
 const require = createRequire(path.join(ROOT, 'package.json'));
-const dist = (p) => require(path.join(ROOT, 'dist', p));
+const dist = (p) => require(path.join(DIST, p));
 // Loaded with the adapter, as the harness's timings start "after imports" (the peers' adapters load
 // their packages inside worker(), so their S2/S3 times include a module load that ours do not: about
 // 0.2-0.5 s on this machine, for a drain of a few seconds).
@@ -85,7 +88,10 @@ function request(agent, port, method, urlPath, body) {
 /** Starts `stepwise serve` on the database and waits for /readyz. */
 export async function startApiProcess(url) {
   const port = await freePort();
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'stepwise.js'), 'serve'], {
+  // The build's CLI itself (not bin/stepwise.js, which picks dist/ or the source by itself).
+  const cli = JSON.stringify(path.join(DIST, 'cli.js'));
+  const main = `require(${cli}).main(['node', 'stepwise', ...process.argv.slice(1)]).catch((e) => { console.error(e); process.exit(1); })`;
+  const child = spawn(process.execPath, ['-e', main, 'serve'], {
     env: { ...process.env, DATABASE_URL: url, PORT: String(port), LOG_LEVEL: 'warn', STEPWISE_DB_POOL_MAX: String(API_POOL) },
     stdio: ['ignore', 'inherit', 'inherit'],
   });

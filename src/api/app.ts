@@ -14,6 +14,7 @@ import { setResponseHeaders } from './response-headers';
 import type { ApiState } from './state';
 import { addTaskRoutes } from './tasks';
 import { addWaitRoute } from './wait';
+import { addWorkerRoutes } from './workers';
 import { serveApiReference } from './docs';
 import { serveDashboard } from './ui';
 
@@ -28,9 +29,22 @@ function rejectUnrouted(router: Router<ApiState>): Koa.Middleware<ApiState> {
 }
 
 /**
+ * `{base}/` and `{base}` lead to the dashboard: a 302 (not a permanent redirect, which browsers would
+ * keep even if the root later serves something else). Other methods there get 405.
+ */
+function redirectRootToDashboard(base: string): Koa.Middleware<ApiState> {
+  const roots = new Set([base || '/', `${base}/`]);
+  return async (ctx, next) => {
+    if (!roots.has(ctx.path)) return next();
+    if (ctx.method !== 'GET' && ctx.method !== 'HEAD') throw new MethodNotAllowedError(ctx.method, ['GET', 'HEAD']);
+    ctx.redirect(`${base}/ui/`);
+  };
+}
+
+/**
  * The Koa application: request id, timing and logging, common headers, the error envelope, the
- * cross-site guard, then the routes of openapi.yaml (each behind its own auth, body parsing and
- * validation), then 404/405.
+ * cross-site guard, then `/` (a redirect to the dashboard), the routes of openapi.yaml (each behind its
+ * own auth, body parsing and validation), the dashboard and the API reference, then 404/405.
  */
 export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   const app = new Koa<ApiState>();
@@ -43,6 +57,7 @@ export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   addWaitRoute(router, deps);
   addEventRoutes(router, deps);
   addTaskRoutes(router, deps);
+  addWorkerRoutes(router, deps);
   addOperationalRoutes(router, deps);
   addMetricsRoute(router, deps);
 
@@ -53,6 +68,7 @@ export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   app.use(handleErrors(deps.log));
   // Before any route, so a refused request is never authenticated, parsed or answered otherwise.
   app.use(refuseCrossSiteRequests(deps.config));
+  app.use(redirectRootToDashboard(base));
   app.use(router.routes());
   // Dashboard and API reference: public pages and assets; the API calls they make need the token.
   app.use(serveDashboard({ basePath: base }));

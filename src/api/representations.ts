@@ -4,6 +4,7 @@ import { EXECUTION_STATUSES, type ExecutionStatus } from '../domain/status';
 import type { ScheduledRecord } from '../store/executions';
 import type { ExecutionRecord, StepRecord } from '../store/rows';
 import type { TaskCron, TaskRecord } from '../store/tasks';
+import type { WorkerRecord } from '../store/workers';
 
 type Schemas = components['schemas'];
 
@@ -76,8 +77,11 @@ function nextFireOrNull(cron: TaskCron, now: Date): Date | null {
   }
 }
 
-/** A registered task with its executions counted by status (every status present, zero when none). */
-export function toTask(t: TaskRecord, counts: ReadonlyMap<string, number>, now = new Date()): Schemas['Task'] {
+/**
+ * A registered task with its executions counted by status (every status present, zero when none) and
+ * the live workers that serve it.
+ */
+export function toTask(t: TaskRecord, counts: ReadonlyMap<string, number>, workers: number, now = new Date()): Schemas['Task'] {
   const byStatus = Object.fromEntries(EXECUTION_STATUSES.map((s: ExecutionStatus) => [s, counts.get(s) ?? 0])) as Schemas['TaskCounts'];
   return {
     name: t.name,
@@ -86,6 +90,23 @@ export function toTask(t: TaskRecord, counts: ReadonlyMap<string, number>, now =
     cron: t.cron === null ? null : { pattern: t.cron.pattern, timezone: t.cron.timezone, next_at: isoOrNull(nextFireOrNull(t.cron, now)) },
     concurrency_limit: t.concurrencyLimit,
     updated_at: t.updatedAt.toISOString(),
+    workers,
     counts: byStatus,
+  };
+}
+
+/** A registered worker as the registry reports it. */
+export function toWorker(w: WorkerRecord): Schemas['Worker'] {
+  return {
+    worker_id: w.id,
+    hostname: w.hostname,
+    pid: w.pid,
+    version: w.version,
+    tasks: w.tasks,
+    concurrency: w.concurrency,
+    running: w.running,
+    started_at: w.startedAt.toISOString(),
+    last_seen_at: w.lastSeenAt.toISOString(),
+    state: w.state,
   };
 }

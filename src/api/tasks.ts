@@ -1,20 +1,21 @@
 import type Router from '@koa/router';
 import { countActiveExecutions, listTasks } from '../store/tasks';
+import { countLiveWorkersByTask } from '../store/workers';
 import type { ApiDeps } from './deps';
 import { toTask } from './representations';
 import type { ApiState } from './state';
 import { addOperation } from './typed';
 
-/** The task registry, for dashboards. */
+/** The task registry, for dashboards: counts by status and the live workers of each task. */
 export function addTaskRoutes(router: Router<ApiState>, deps: ApiDeps): void {
   addOperation(router, deps.routes, 'listTasks', async () => {
     // Active counts are read exactly (cheap: active rows only); finished ones come from the last recount.
-    const [tasks, active, finished] = await Promise.all([listTasks(deps.db), countActiveExecutions(deps.db), deps.finishedCounts.get()]);
+    const [tasks, active, finished, workers] = await Promise.all([listTasks(deps.db), countActiveExecutions(deps.db), deps.finishedCounts.get(), countLiveWorkersByTask(deps.db)]);
     const byTask = new Map<string, Map<string, number>>();
     for (const c of [...active, ...finished]) {
       if (!byTask.has(c.task)) byTask.set(c.task, new Map());
       byTask.get(c.task)?.set(c.status, c.count);
     }
-    return { status: 200, body: { items: tasks.map((t) => toTask(t, byTask.get(t.name) ?? new Map())) } };
+    return { status: 200, body: { items: tasks.map((t) => toTask(t, byTask.get(t.name) ?? new Map(), workers.get(t.name) ?? 0)) } };
   });
 }

@@ -17,6 +17,9 @@ export type EventDelivered = Schemas['EventDelivered'];
 export type WaitTimedOut = Schemas['WaitTimedOut'];
 export type Step = Schemas['Step'];
 export type Task = Schemas['Task'];
+/** A worker process as GET /api/v1/workers reports it (not the `Worker` class of `stepwise`, which runs tasks). */
+export type WorkerInfo = Schemas['Worker'];
+export type WorkerState = Schemas['WorkerState'];
 export type ErrorEnvelope = Schemas['ErrorEnvelope'];
 export type ListFilter = NonNullable<operations['listExecutions']['parameters']['query']>;
 
@@ -152,6 +155,11 @@ export function createStepwiseClient(options: StepwiseClientOptions) {
 
     async listTasks(): Promise<Task[]> {
       return (await unwrap(raw.GET('/api/v1/tasks'))).data.items;
+    },
+
+    /** The registered workers, oldest first: `active`, `stopping`, or `lost` once they missed their heartbeats. */
+    async listWorkers(): Promise<WorkerInfo[]> {
+      return (await unwrap(raw.GET('/api/v1/workers'))).data.workers;
     },
   };
 }

@@ -37,7 +37,19 @@ export interface WorkerOptions {
    * they paused instead of replaying their history; 0 always replays.
    */
   keepSuspended?: number;
+  /**
+   * Time between the worker's heartbeats (5 s): each records in `stepwise.workers` that it is alive and
+   * how many handlers it runs, in one UPDATE of its own row.
+   */
+  heartbeatIntervalMs?: number;
+  /** Silence after which readers report the worker `lost` (three heartbeat intervals); more than one interval. */
+  lostAfterMs?: number;
+  /** Workers lost for longer than this (1 hour) have their rows deleted by any other worker. */
+  forgetLostAfterMs?: number;
 }
+
+/** The heartbeat a worker keeps when its options name none; it is reported lost once it missed three beats. */
+export const DEFAULT_PRESENCE = Object.freeze({ heartbeatIntervalMs: 5000, missedBeats: 3, forgetLostAfterMs: 60 * 60 * 1000 });
 
 /** The limits a worker applies when its options name none. */
 export const DEFAULT_LIMITS = Object.freeze({ valueBytes: 4 * 1024 * 1024, operations: 10_000 });

@@ -12,6 +12,7 @@ import { SlotPool, type HeldExecution } from './slot-pool';
 import { WakeSignal } from './wake-signal';
 import { WorkNotifications } from './work-notifications';
 import { DEFAULT_LIMITS, type WorkerOptions } from './worker-options';
+import { presenceTimings, WorkerPresence } from './worker-presence';
 
 export type { WorkerObserver, WorkerOptions } from './worker-options';
 
@@ -49,6 +50,8 @@ export class Worker {
   private stopping: Promise<void> | undefined;
   /** Fires the tasks that declared a cron schedule, when any did. */
   private cron: CronFirer | undefined;
+  /** This worker's row in `stepwise.workers`: registered, heartbeat, stopping, gone. */
+  private readonly presence: WorkerPresence;
 
   constructor(private readonly options: WorkerOptions) {
     this.registry = new TaskRegistry(options.tasks);
@@ -68,6 +71,16 @@ export class Worker {
     const serves = (task: string) => this.registry.get(task) !== undefined;
     this.notifications = new WorkNotifications({ url: options.databaseUrl, log, serves, onWork: () => this.signal.wake(), onCancel: (id) => (this.slots.cancel(id), this.runner.forget(id)) });
     this.completions = new GroupCommitter((items: Completion[]) => this.completeAndClaim(items), isDatabaseUnavailable);
+    this.presence = new WorkerPresence({
+      db,
+      log,
+      workerId: this.id,
+      tasks: this.taskNames,
+      concurrency: this.slots.concurrency,
+      running: () => this.slots.runningCount,
+      ...presenceTimings(options),
+      onDatabaseError: () => options.observer?.databaseError?.(),
+    });
   }
 
   /** Executions this worker holds now (running handlers and final writes in flight). */
@@ -80,14 +93,15 @@ export class Worker {
     return this.slots.prefetchLimit();
   }
 
-  /** Records the tasks in the database, starts listening and claiming. */
+  /** Records the tasks and registers the worker in the database, starts listening and claiming. */
   async start(): Promise<void> {
     if (this.state !== WORKER_STATES.created) throw new Error('a worker starts once');
     // Independent round trips: in parallel, so a worker is ready in one connection setup's time.
-    const [tasks, listening] = await Promise.allSettled([upsertTasks(this.options.db, this.registry.toRegistrations()), this.notifications.start()]);
-    if (tasks.status === 'rejected' || listening.status === 'rejected') {
-      await this.notifications.stop();
-      throw tasks.status === 'rejected' ? tasks.reason : (listening as PromiseRejectedResult).reason;
+    const started = await Promise.allSettled([upsertTasks(this.options.db, this.registry.toRegistrations()), this.notifications.start(), this.presence.start()]);
+    const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    if (failed) {
+      await Promise.all([this.notifications.stop(), this.presence.stop()]);
+      throw failed.reason;
     }
     this.state = WORKER_STATES.running;
     // Renewed at a third of the lease, so a failed renewal or two do not lose it.
@@ -116,12 +130,14 @@ export class Worker {
     }
     this.state = WORKER_STATES.stopping;
     this.signal.wake();
+    // Not awaited here: the shutdown goes on while the mark is written (stop() below waits for it).
+    void this.presence.markStopping();
     await Promise.all([this.loopDone, this.cron?.stop()]);
     await this.slots.drain(this.shutdownGraceMs);
     await this.completions.idle();
     clearInterval(this.renewTimer);
     this.signal.clearTimers();
-    await this.notifications.stop();
+    await Promise.all([this.notifications.stop(), this.presence.stop()]);
     this.state = WORKER_STATES.stopped;
     this.options.log.info({ workerId: this.id }, 'worker stopped');
   }

@@ -8,6 +8,7 @@ import * as m006 from './migrations/006-task-concurrency';
 import * as m007 from './migrations/007-child-executions';
 import * as m008 from './migrations/008-cancel-in-one-place';
 import * as m009 from './migrations/009-parallel-waits';
+import * as m010 from './migrations/010-workers';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -25,6 +26,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['007-child-executions', m007],
   ['008-cancel-in-one-place', m008],
   ['009-parallel-waits', m009],
+  ['010-workers', m010],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {

@@ -8,6 +8,7 @@ import { parseRoute } from './routes';
 import { readToken, saveToken } from './session';
 import { TasksPage } from './tasks-page';
 import { TokenDialog } from './token-dialog';
+import { WorkersPage } from './workers-page';
 
 function useHash(): string {
   const [hash, setHash] = useState(location.hash);
@@ -36,7 +37,7 @@ export function App({ basePath }: { basePath: string }) {
     setToken(value);
     setAsking(false);
   };
-  const tab = route.page === 'tasks' ? 'tasks' : 'executions';
+  const tab = route.page === 'tasks' || route.page === 'workers' ? route.page : 'executions';
   return (
     <ApiContext.Provider value={api}>
       <header class="topbar">
@@ -49,6 +50,9 @@ export function App({ basePath }: { basePath: string }) {
           </a>
           <a href="#/tasks" class={tab === 'tasks' ? 'active' : ''}>
             Tasks
+          </a>
+          <a href="#/workers" class={tab === 'workers' ? 'active' : ''}>
+            Workers
           </a>
           <a href={`${basePath}/docs`} data-testid="docs-link">
             API reference
@@ -68,6 +72,7 @@ export function App({ basePath }: { basePath: string }) {
         {route.page === 'executions' && <ExecutionsPage filter={route.filter} />}
         {route.page === 'execution' && <ExecutionPage key={route.id} id={route.id} />}
         {route.page === 'tasks' && <TasksPage />}
+        {route.page === 'workers' && <WorkersPage />}
       </main>
       {asking && <TokenDialog rejected={token !== undefined} onSubmit={applyToken} onDismiss={() => setAsking(false)} />}
     </ApiContext.Provider>

@@ -1,7 +1,7 @@
 /** Small shared pieces of the dashboard: status badges, times, JSON blocks, error boxes. */
 import type { ComponentChildren } from 'preact';
 import { StepwiseApiError, type ExecutionStatus } from '../client';
-import { formatInstant, formatJson, formatRelative } from './format';
+import { formatInstant, formatJson, formatRelative } from '../domain/format';
 import type { JsonProblem } from './json-input';
 
 export function StatusBadge({ status }: { status: ExecutionStatus | string }) {

@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import type { Execution, Task } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
 import { ApiErrorBox, JsonEditor, Section } from './components';
-import { formatJson } from './format';
+import { formatJson } from '../domain/format';
 import { checkJson, sampleFromSchema, type JsonProblem } from './json-input';
 
 /** The events one can send: the one awaited now first, then every event the task declared. */

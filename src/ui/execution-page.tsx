@@ -4,7 +4,7 @@ import { useState } from 'preact/hooks';
 import type { Execution, ExecutionList, Step, Task } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
 import { ApiErrorBox, Instant, JsonBlock, Section, StatusBadge } from './components';
-import { elapsedMs, formatDuration, formatInstant, formatRelative, previewJson } from './format';
+import { elapsedMs, formatDuration, formatInstant, formatRelative, previewJson } from '../domain/format';
 import { routeHref } from './routes';
 import { buildTimeline, describeWait, type TimelineEntry } from './timeline';
 import { usePolling } from './use-polling';
@@ -12,6 +12,7 @@ import { EventForm } from './event-form';
 import { ExecutionsTable } from './executions-table';
 
 const REFRESH_MS = 2000;
+const TASKS_REFRESH_MS = 5000;
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 
 function WaitInfo({ execution, steps, now }: { execution: Execution; steps: Step[]; now: number }) {
@@ -53,6 +54,22 @@ function WaitInfo({ execution, steps, now }: { execution: Execution; steps: Step
   return (
     <p class={`wait-info wait-${wait.kind}`} data-testid="wait-info">
       {text}
+    </p>
+  );
+}
+
+/**
+ * A pending or waiting execution whose task no live worker serves never moves on: say so. Nothing is
+ * said before the task list has answered; a task missing from it has no worker either.
+ */
+function NoWorkerWarning({ execution, tasks }: { execution: Execution; tasks: Task[] | undefined }) {
+  if (tasks === undefined || (execution.status !== 'pending' && execution.status !== 'waiting')) return null;
+  const workers = tasks.find((t) => t.name === execution.task)?.workers ?? 0;
+  if (workers > 0) return null;
+  const outcome = execution.status === 'pending' ? 'it stays pending' : 'it will not resume';
+  return (
+    <p class="warning-box" role="status" data-testid="no-worker-warning">
+      No worker serves task “{execution.task}”: {outcome} until one that serves it starts.
     </p>
   );
 }
@@ -175,7 +192,8 @@ export function ExecutionPage({ id }: { id: string }) {
     // A finished execution does not change any more: stop asking.
     { intervalMs: REFRESH_MS, enabled: autoRefresh && !terminal },
   );
-  const tasks = usePolling<Task[]>(() => client.listTasks(), [client], { intervalMs: 0, enabled: false });
+  // Refreshed while the execution may still move: whether a worker serves its task can change.
+  const tasks = usePolling<Task[]>(() => client.listTasks(), [client], { intervalMs: TASKS_REFRESH_MS, enabled: autoRefresh && !terminal });
   useAuthPrompt(polled.error, tasks.error);
   const now = Date.now();
   if (!polled.data) {
@@ -200,6 +218,7 @@ export function ExecutionPage({ id }: { id: string }) {
       </div>
       <ApiErrorBox error={polled.error} />
       <WaitInfo execution={x} steps={steps} now={now} />
+      <NoWorkerWarning execution={x} tasks={tasks.data} />
       <CancelButton execution={x} onDone={polled.reload} />
       <div class="columns">
         <Section title="Facts">

@@ -1,7 +1,7 @@
 /** A table of executions: the list page's, and a parent's children. */
 import type { ExecutionSummary } from '../client';
 import { Instant, StatusBadge } from './components';
-import { elapsedMs, formatDuration } from './format';
+import { elapsedMs, formatDuration } from '../domain/format';
 import { routeHref } from './routes';
 
 export function ExecutionsTable({ items, now, taskHref, testId }: { items: ExecutionSummary[]; now: number; taskHref?: (task: string) => string; testId?: string }) {

@@ -16,7 +16,8 @@ export interface ListFilter {
 export type Route =
   | { page: 'executions'; filter: ListFilter }
   | { page: 'execution'; id: string }
-  | { page: 'tasks' };
+  | { page: 'tasks' }
+  | { page: 'workers' };
 
 function isStatus(value: string | null): value is ExecutionStatus {
   return value !== null && (STATUSES as readonly string[]).includes(value);
@@ -35,6 +36,7 @@ export function parseRoute(hash: string): Route {
   const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
   if (parts[0] === 'executions' && parts[1]) return { page: 'execution', id: parts[1] };
   if (parts[0] === 'tasks') return { page: 'tasks' };
+  if (parts[0] === 'workers') return { page: 'workers' };
   const status = params.get('status');
   const task = params.get('task');
   const parent = params.get('parent');
@@ -57,6 +59,8 @@ export function routeHref(route: Route): string {
       return `#/executions/${encodeURIComponent(route.id)}`;
     case 'tasks':
       return '#/tasks';
+    case 'workers':
+      return '#/workers';
     case 'executions': {
       const params = new URLSearchParams();
       const f = route.filter;

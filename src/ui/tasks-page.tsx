@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import type { Task } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
 import { ApiErrorBox, Instant, JsonEditor, Section } from './components';
-import { formatJson } from './format';
+import { formatJson } from '../domain/format';
 import { checkJson, sampleFromSchema, type JsonProblem } from './json-input';
 import { STATUSES, routeHref } from './routes';
 import { usePolling } from './use-polling';
@@ -72,10 +72,28 @@ function ScheduleForm({ task }: { task: Task }) {
   );
 }
 
+/** How many live workers serve the task, and a warning when none does: its executions would wait forever. */
+function TaskWorkers({ task }: { task: Task }) {
+  const n = task.workers;
+  return (
+    <>
+      {n === 0 && (
+        <p class="warning-box" role="status" data-testid="no-worker-warning">
+          No worker serves this task: its executions stay pending until one that serves it starts.
+        </p>
+      )}
+      <p data-testid="task-workers" data-workers={n}>
+        <a href={routeHref({ page: 'workers' })}>{n === 1 ? '1 live worker' : `${n} live workers`}</a> {n === 1 ? 'serves' : 'serve'} this task.
+      </p>
+    </>
+  );
+}
+
 function TaskCard({ task, now }: { task: Task; now: number }) {
   const events = Object.entries(task.event_schemas ?? {});
   return (
     <Section title={task.name} testId={`task-${task.name}`}>
+      <TaskWorkers task={task} />
       <table class="counts">
         <thead>
           <tr>

@@ -132,6 +132,7 @@ describe('tasks', () => {
       cron: null,
       concurrency_limit: null,
       updated_at: expect.stringMatching(ISO_MS),
+      workers: 0,
       counts: { pending: 1, running: 0, waiting: 0, completed: 0, failed: 0, cancelled: 1 },
     });
   });

@@ -11,6 +11,7 @@ import { defineTask, NonRetryableError, Type } from '../../src/index';
 import { getSpec } from '../../src/api/spec';
 import type { Worker } from '../../src/engine/worker';
 import { startTestApi, type TestApi } from '../helpers/api-server';
+import { registerTask } from '../helpers/simulated-worker';
 import { waitUntil } from '../helpers/wait-until';
 import { startWorker } from '../helpers/worker';
 
@@ -391,5 +392,44 @@ describe('dashboard in headless Chromium', () => {
     await expect(page.locator('.opblock').count()).resolves.toBe(getSpec().operations.size);
     await expect(page.locator('.servers select').inputValue()).resolves.toBe(t.api.url);
     await screenshot('api-reference');
+  });
+
+  it('warns on a task that no live worker serves, on the tasks page and on its pending execution, and lists the workers', async () => {
+    // Registered as an earlier worker would have left it, with no worker serving it now.
+    await registerTask(t.db, 'ui-orphan');
+    const { execution_id: orphanId } = await t.client.schedule('ui-orphan');
+    await page.goto(`${t.api.url}/ui#/tasks`);
+    const orphan = page.getByTestId('task-ui-orphan');
+    await orphan.getByTestId('no-worker-warning').waitFor();
+    await expect(orphan.getByTestId('no-worker-warning').textContent()).resolves.toBe('No worker serves this task: its executions stay pending until one that serves it starts.');
+    await expect(orphan.getByTestId('task-workers').textContent()).resolves.toBe('0 live workers serve this task.');
+    const served = page.getByTestId('task-ui-quick');
+    await expect(served.getByTestId('task-workers').textContent()).resolves.toBe('1 live worker serves this task.');
+    await expect(served.getByTestId('no-worker-warning').count()).resolves.toBe(0);
+    await orphan.scrollIntoViewIfNeeded();
+    await screenshot('tasks-no-worker');
+
+    await page.goto(`${t.api.url}/ui#/executions/${orphanId}`);
+    await page.locator('[data-testid="execution-detail"][data-status="pending"]').waitFor();
+    await page.getByTestId('no-worker-warning').filter({ hasText: 'No worker serves task “ui-orphan”: it stays pending until one that serves it starts.' }).waitFor();
+    await screenshot('execution-no-worker');
+    // A waiting execution of a served task carries no such warning.
+    const { execution_id: sleepingId } = await t.client.schedule('ui-cooldown', { minutes: 30 });
+    await page.goto(`${t.api.url}/ui#/executions/${sleepingId}`);
+    await page.getByTestId('wait-info').filter({ hasText: 'Sleeping in “cool-off” until' }).waitFor({ timeout: 15_000 });
+    // The event form shows once the task list has answered: the warning would have shown by then.
+    await page.getByTestId('event-form').waitFor();
+    await expect(page.getByTestId('no-worker-warning').count()).resolves.toBe(0);
+
+    await page.goto(`${t.api.url}/ui#/workers`);
+    const row = page.locator(`tr[data-worker-id="${worker.id}"]`);
+    await row.waitFor();
+    await expect(row.getAttribute('data-state')).resolves.toBe('active');
+    await expect(row.locator('.status').textContent()).resolves.toBe('active');
+    await expect(row.textContent()).resolves.toContain('ui-approval, ui-cooldown, ui-doomed, ui-gate, ui-new-year, ui-parent, ui-quick');
+    await expect(row.getByTestId('worker-running').textContent()).resolves.toMatch(/^\d+ \/ 8$/);
+    await screenshot('workers');
+    await t.client.cancel(orphanId);
+    await t.client.cancel(sleepingId);
   });
 });

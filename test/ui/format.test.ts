@@ -1,4 +1,4 @@
-import { elapsedMs, formatDuration, formatInstant, formatRelative, previewJson } from '../../src/ui/format';
+import { elapsedMs, formatDuration, formatInstant, formatRelative, previewJson } from '../../src/domain/format';
 
 describe('formatDuration', () => {
   it.each([

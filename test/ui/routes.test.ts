@@ -13,10 +13,11 @@ describe('dashboard routes', () => {
     expect(parseRoute('')).toEqual({ page: 'executions', filter: { status: undefined, task: undefined, offset: 0, limit: 20 } });
   });
 
-  it('round-trips execution and task pages', () => {
+  it('round-trips execution, task and worker pages', () => {
     for (const hash of [
       '#/executions/0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10',
       '#/tasks',
+      '#/workers',
       '#/executions?status=failed&offset=20',
       '#/executions?parent=0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10&limit=100',
     ]) {

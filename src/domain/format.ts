@@ -1,4 +1,4 @@
-/** Pure formatting for the dashboard: durations, instants and relative times. No DOM. */
+/** Pure formatting for people, shared by the dashboard and the command line: durations, instants, relative times and JSON. No DOM. */
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;

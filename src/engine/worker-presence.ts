@@ -1,0 +1,120 @@
+import { hostname } from 'node:os';
+import { isDatabaseUnavailable } from '../store/db-errors';
+import type { Logger } from '../logger';
+import type { Db } from '../store/db';
+import { deleteLostWorkers, deleteWorker, markWorkerStopping, recordHeartbeat, registerWorker } from '../store/workers';
+import { DEFAULT_PRESENCE, type WorkerOptions } from './worker-options';
+
+/** The version of this package, which a worker reports: the same file from src/ and from dist/. */
+const PACKAGE_VERSION = (require('../../package.json') as { version: string }).version;
+
+/**
+ * Forgetting long-lost workers runs on one heartbeat in this many (a minute apart at the default
+ * interval): lost rows are kept an hour by default, so sweeping on every beat would only repeat a
+ * statement that finds nothing.
+ */
+const FORGET_EVERY_BEATS = 12;
+
+/** The heartbeat interval and thresholds a worker's options ask for, defaults filled in. */
+export function presenceTimings(options: Pick<WorkerOptions, 'heartbeatIntervalMs' | 'lostAfterMs' | 'forgetLostAfterMs'>) {
+  const heartbeatIntervalMs = options.heartbeatIntervalMs ?? DEFAULT_PRESENCE.heartbeatIntervalMs;
+  const lostAfterMs = options.lostAfterMs ?? heartbeatIntervalMs * DEFAULT_PRESENCE.missedBeats;
+  // A threshold within one interval would report a healthy worker lost between two of its beats.
+  if (lostAfterMs <= heartbeatIntervalMs) throw new RangeError(`lostAfterMs (${lostAfterMs}) must exceed heartbeatIntervalMs (${heartbeatIntervalMs})`);
+  return { heartbeatIntervalMs, lostAfterMs, forgetLostAfterMs: options.forgetLostAfterMs ?? DEFAULT_PRESENCE.forgetLostAfterMs };
+}
+
+export interface WorkerPresenceOptions {
+  db: Db;
+  log: Logger;
+  workerId: string;
+  tasks: readonly string[];
+  concurrency: number;
+  /** Handlers running now; read at every heartbeat. */
+  running: () => number;
+  heartbeatIntervalMs: number;
+  lostAfterMs: number;
+  forgetLostAfterMs: number;
+  onDatabaseError?: () => void;
+}
+
+/**
+ * A worker's row in the registry (`stepwise.workers`): registered at start, refreshed by a heartbeat
+ * (one UPDATE of its own row) every `heartbeatIntervalMs`, marked `stopping` when shutdown begins and
+ * deleted when the worker stopped. Readers call it `lost` after `lostAfterMs` of silence. Now and then
+ * a heartbeat also deletes the rows of workers lost for longer than `forgetLostAfterMs`.
+ *
+ * Only start() may fail; every later write is best effort (logged): the registry informs operators,
+ * and an outage must neither stop a worker nor fail its shutdown.
+ */
+export class WorkerPresence {
+  private timer: NodeJS.Timeout | undefined;
+  private beating: Promise<void> | undefined;
+  /** Set once shutdown began: a heartbeat that finds its row gone then registers no new one. */
+  private leaving = false;
+  private startedAt: Date | undefined;
+  /** Starts at a random count, so that workers started together do not sweep on the same beat. */
+  private beats = Math.floor(Math.random() * FORGET_EVERY_BEATS);
+  private stopping: Promise<void> | undefined;
+
+  constructor(private readonly options: WorkerPresenceOptions) {}
+
+  /** Registers the worker (this may throw: the worker then does not start), then heartbeats. */
+  async start(): Promise<void> {
+    this.startedAt = await registerWorker(this.options.db, this.registration());
+    this.timer = setInterval(() => {
+      // A heartbeat still waiting for the database is not joined by another.
+      this.beating ??= this.beat().finally(() => (this.beating = undefined));
+    }, this.options.heartbeatIntervalMs);
+    this.timer.unref();
+  }
+
+  /** Marks the worker `stopping`; heartbeats go on until stop(), so a long drain is not reported lost. */
+  markStopping(): Promise<void> {
+    this.leaving = true;
+    this.stopping ??= this.bestEffort('stopping', () => markWorkerStopping(this.options.db, this.options.workerId, this.options.running()));
+    return this.stopping;
+  }
+
+  /** Stops the heartbeat and deletes the worker's row, after any heartbeat or mark still in flight. */
+  async stop(): Promise<void> {
+    this.leaving = true;
+    clearInterval(this.timer);
+    await Promise.all([this.beating, this.stopping]);
+    if (this.startedAt === undefined) return;
+    await this.bestEffort('deregistration', () => deleteWorker(this.options.db, this.options.workerId));
+  }
+
+  private registration() {
+    const { workerId, tasks, concurrency, lostAfterMs } = this.options;
+    return { id: workerId, hostname: hostname(), pid: process.pid, version: PACKAGE_VERSION, tasks: [...tasks].sort(), concurrency, running: this.options.running(), lostAfterMs, startedAt: this.startedAt };
+  }
+
+  private async beat(): Promise<void> {
+    const { db, workerId, forgetLostAfterMs, log } = this.options;
+    await this.bestEffort('heartbeat', async () => {
+      const found = await recordHeartbeat(db, workerId, this.options.running());
+      // Forgotten while cut off for longer than the loss and forget thresholds: register again, as
+      // the same worker since the same start.
+      if (!found && !this.leaving) {
+        await registerWorker(db, this.registration());
+        log.info({ workerId }, 'worker registered again after its row was forgotten');
+      }
+    });
+    if (++this.beats % FORGET_EVERY_BEATS !== 0 || this.leaving) return;
+    await this.bestEffort('forgetting lost workers', async () => {
+      const forgotten = await deleteLostWorkers(db, forgetLostAfterMs);
+      if (forgotten > 0) log.info({ workers: forgotten }, 'forgot lost workers');
+    });
+  }
+
+  private async bestEffort(what: string, write: () => Promise<void>): Promise<void> {
+    try {
+      await write();
+    } catch (err) {
+      this.options.onDatabaseError?.();
+      const level = isDatabaseUnavailable(err) ? 'warn' : 'error';
+      this.options.log[level]({ err: (err as Error).message, workerId: this.options.workerId }, `worker ${what} failed`);
+    }
+  }
+}
