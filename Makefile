@@ -4,7 +4,7 @@ SHELL := /bin/bash
 NPM_STAMP := node_modules/.install-stamp
 BIN := node_modules/.bin
 
-.PHONY: help install chromium run test check generate check-generated typecheck lint-spec build bench chaos fuzz soak clean
+.PHONY: help install chromium run test check generate check-generated typecheck lint-spec build pack bench chaos fuzz soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -31,8 +31,9 @@ check-generated: $(NPM_STAMP) ## fail when generated/ is stale
 	@$(BIN)/openapi-typescript openapi.yaml -o generated/openapi.d.ts --check >/dev/null 2>&1 || \
 	  { echo "generated/ is stale: run 'make generate' and commit"; exit 1; }
 
-typecheck: $(NPM_STAMP) ## tsc --noEmit over src, test, examples and scripts
+typecheck: $(NPM_STAMP) ## tsc --noEmit over src, test, examples and scripts; src/client alone with browser globals only
 	$(BIN)/tsc --noEmit -p tsconfig.json
+	$(BIN)/tsc --noEmit -p packages/client/tsconfig.json
 
 lint-spec: $(NPM_STAMP) ## lint openapi.yaml (redocly)
 	$(BIN)/redocly lint openapi.yaml --format=stylish
@@ -41,6 +42,9 @@ check: check-generated typecheck lint-spec test ## what a reviewer runs: generat
 
 build: $(NPM_STAMP) ## compile to dist/
 	$(BIN)/tsc -p tsconfig.build.json
+
+pack: $(NPM_STAMP) ## npm tarballs of stepwise and @stepwise/client in .packs/ (npm pack of a temporary copy: no dist/ here)
+	node scripts/pack.mjs --out .packs
 
 bench: $(NPM_STAMP) ## performance scenarios S1-S4 and more (ARGS=--peers: beside the peers); prints a table, writes bench-results/
 	$(BIN)/tsx scripts/bench.ts $(ARGS)
@@ -59,4 +63,4 @@ soak: $(NPM_STAMP) ## steady mixed load; prints RSS, connections and event-loop 
 clean: ## remove build output and local dev data
 	@if [ -L .stepwise/pgdata ]; then d="$$(dirname "$$(readlink .stepwise/pgdata)")"; case "$$d" in \
 	  /var/lib/stepwise/*|*/stepwise-root/*) echo "rm -rf $$d"; rm -rf "$$d";; esac; fi
-	rm -rf dist .bench-dist .stepwise
+	rm -rf dist .bench-dist .stepwise .packs packages/client/dist

@@ -1,10 +1,29 @@
-// The bundled example tasks (what `make run` serves), driven the way the README's walk-through does.
+// The bundled example tasks (what `make run` serves), driven the way the README's walk-through does,
+// and the README's typed-client example (examples/client.mts), run as the README says to run it.
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { loadTasksModule } from '../../src/engine/registry';
 import type { Worker } from '../../src/engine/worker';
 import { EXAMPLE_TASKS_FILE } from '../../src/main';
 import { startTestApi, type TestApi } from '../helpers/api-server';
 import { startWorker } from '../helpers/worker';
 import { waitUntil } from '../helpers/wait-until';
+
+const ROOT = path.join(__dirname, '..', '..');
+const CLIENT_EXAMPLE = path.join(ROOT, 'examples', 'client.mts');
+
+/** `npx tsx --conditions=stepwise-source examples/client.mts`, as the README runs it, against `url`. */
+async function runClientExample(url: string): Promise<string> {
+  const { STEPWISE_TOKEN: _token, ...env } = process.env;
+  const { stdout } = await promisify(execFile)(path.join(ROOT, 'node_modules', '.bin', 'tsx'), ['--conditions=stepwise-source', 'examples/client.mts'], {
+    cwd: ROOT,
+    env: { ...env, STEPWISE_URL: url },
+    timeout: 60000,
+  });
+  return stdout;
+}
 
 let api: TestApi;
 let worker: Worker;
@@ -80,5 +99,32 @@ describe('the example tasks', () => {
     expect(await api.client.wait(now.execution_id, { deadlineMs: 15_000 })).toMatchObject({ status: 'completed', output: { to: 'staff', lines: 2 } });
     const later = await api.client.schedule('weekday-digest', { audience: 'staff' }, { startAt: new Date(Date.now() + 500) });
     expect(await api.client.wait(later.execution_id, { deadlineMs: 15_000 })).toMatchObject({ status: 'completed' });
+  });
+
+  test('the typed-client example runs as the README shows it: it sends the approval only once the execution waits for it', async () => {
+    const first = await runClientExample(api.api.url);
+    expect(first).toMatch(
+      new RegExp(
+        [
+          '^scheduled (\\S+)',
+          'completed \\{"orderId":"A-1002","approved":true,"approver":"dana","chargeId":"ch-A-1002"\\}',
+          'cancelled',
+          'already finished: .+',
+          '\\d+ completed order approvals\\n$',
+        ].join('\\n'),
+      ),
+    );
+    const id = /^scheduled (\S+)/.exec(first)?.[1] as string;
+    expect(await api.client.get(id)).toMatchObject({ status: 'completed', output: { approver: 'dana' } });
+    // Again: the idempotency key gives back the finished execution, and the example still runs through.
+    const again = await runClientExample(api.api.url);
+    expect(again.split('\n').slice(0, 2)).toEqual([`already scheduled ${id}`, 'completed {"orderId":"A-1002","approved":true,"approver":"dana","chargeId":"ch-A-1002"}']);
+  });
+
+  test("the README's typed-client example is examples/client.mts, verbatim", () => {
+    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('### With the typed client'), readme.indexOf('### From your own transaction'));
+    const block = /```ts\n([\s\S]*?)```/.exec(section)?.[1];
+    expect(block).toBe(readFileSync(CLIENT_EXAMPLE, 'utf8'));
   });
 });
