@@ -15,6 +15,10 @@ export interface paths {
          * List executions
          * @description A page of executions ordered by `created_at`, ties broken by `execution_id`, so paging with
          *     `offset` never skips or repeats rows. `total` counts every execution that matches the filter.
+         *
+         *     Filters combine: an execution is listed when it matches every one given. `created_after` and
+         *     `created_before` make a half-open range (`created_after` ≤ `created_at` < `created_before`),
+         *     so consecutive ranges neither overlap nor leave a gap.
          */
         get: operations["listExecutions"];
         put?: never;
@@ -99,6 +103,102 @@ export interface paths {
          *     is accepted.
          */
         post: operations["cancelExecution"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/executions/{id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retry a failed or cancelled execution from where it stopped
+         * @description Puts a `failed` or `cancelled` execution back to `pending`, due at once, with a fresh attempt
+         *     budget. Its completed steps are kept and not run again: the handler replays them from the
+         *     history and goes on at the step that failed (with a fresh retry budget; its failed attempts
+         *     stay in `/steps`) or at the sleeps and waits its cancel cut short. Child executions its cancel
+         *     cascaded to are retried with it; a child that failed or finished on its own keeps its outcome.
+         *     Any other status answers 409 `execution_not_retryable`. Of a retry racing a cancel, a claim or
+         *     another retry, exactly one wins. No body is needed; an empty JSON object is accepted.
+         */
+        post: operations["retryExecution"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/executions/{id}/attempts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List an execution's attempts
+         * @description Every attempt of the execution, oldest first: the worker that ran it, when it started and
+         *     ended, and how (`completed`, `failed`, `retrying` (failed, and retried later), `released` (its
+         *     worker shut down), `lost` (its worker stopped renewing its lease) or `cancelled`); `null` for
+         *     the attempt in progress. This is the operator's view: an attempt's `error` may carry a bounded
+         *     stack, which the execution's own `error` never does.
+         */
+        get: operations["listExecutionAttempts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/executions/bulk-cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel the executions a filter matches
+         * @description Cancels every execution the filter matches, as `POST /executions/{id}/cancel` does (their unfinished children with them). Each matching execution (oldest first, at most `limit`) is changed by a conditional
+         *     statement of its own, so none clobbers a transition that came in between: `changed` counts
+         *     those that were, `matched` those the filter found. Without `status`, the filter takes
+         *     the statuses that can be cancelled (pending, running, waiting).
+         */
+        post: operations["bulkCancelExecutions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/executions/bulk-retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retry the executions a filter matches
+         * @description Retries every execution the filter matches, as `POST /executions/{id}/retry` does. Each matching execution (oldest first, at most `limit`) is changed by a conditional
+         *     statement of its own, so none clobbers a transition that came in between: `changed` counts
+         *     those that were, `matched` those the filter found. Without `status`, the filter takes
+         *     both statuses that can be retried (failed, cancelled).
+         */
+        post: operations["bulkRetryExecutions"];
         delete?: never;
         options?: never;
         head?: never;
@@ -195,6 +295,46 @@ export interface paths {
         get: operations["listWorkers"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tasks/{name}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a task
+         * @description Stops new work on the task: its executions are not claimed (pending ones stay `pending`, and so do those due to resume), while schedules are still accepted and running executions finish. `GET /tasks` shows `paused`. Pausing a paused task answers 200 again.
+         */
+        post: operations["pauseTask"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tasks/{name}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a paused task
+         * @description Lets the task's executions be claimed again, at once: the workers are woken, not left to their next poll. Resuming a task that is not paused answers 200 again.
+         */
+        post: operations["resumeTask"];
         delete?: never;
         options?: never;
         head?: never;
@@ -319,6 +459,11 @@ export interface components {
         NullableTimestamp: string | null;
         /** @description Any JSON value (object, array, string, number, boolean or null). */
         JsonValue: unknown;
+        /**
+         * @description A label to find executions by (1-64 characters), such as a customer, a region or a release.
+         * @example eu
+         */
+        Tag: string;
         /** @description What to run. */
         ScheduleExecutionRequest: {
             task: components["schemas"]["TaskName"];
@@ -340,6 +485,16 @@ export interface components {
              * @example 2024-10-30T18:00:00.000Z
              */
             start_at?: string;
+            /**
+             * @description Up to 20 distinct labels to find the execution by (`GET /api/v1/executions?tag=...`),
+             *     shown in its `tags`. A repeat with the same `idempotency_key` finds the existing execution
+             *     with the tags it was first scheduled with. Omitted or empty means none.
+             * @example [
+             *       "eu",
+             *       "vip"
+             *     ]
+             */
+            tags?: components["schemas"]["Tag"][];
         };
         /** @description Cancel takes no options; only an empty object is accepted. */
         CancelExecutionRequest: Record<string, never>;
@@ -400,6 +555,10 @@ export interface components {
              * @description The execution whose handler started this one (`ctx.invoke` or `ctx.spawn`), or null.
              */
             parent_execution_id: string | null;
+            /** @description The key the execution was scheduled with (`cron:` and `child:` keys are the engine's own), or null. */
+            idempotency_key: string | null;
+            /** @description The tags the execution was scheduled with, in the order given; empty when none. */
+            tags: components["schemas"]["Tag"][];
         };
         /** @description An execution as the list shows it. */
         ExecutionSummary: {
@@ -409,6 +568,8 @@ export interface components {
             created_at: components["schemas"]["Timestamp"];
             started_at: components["schemas"]["NullableTimestamp"];
             completed_at: components["schemas"]["NullableTimestamp"];
+            /** @description The tags the execution was scheduled with; empty when none. */
+            tags: components["schemas"]["Tag"][];
         };
         /** @description One page of executions. */
         ExecutionList: {
@@ -440,6 +601,85 @@ export interface components {
              * @enum {string}
              */
             status: "cancelled";
+        };
+        /** @description The execution is pending again. */
+        RetriedExecution: {
+            execution_id: components["schemas"]["ExecutionId"];
+            /**
+             * @description Always `pending`.
+             * @enum {string}
+             */
+            status: "pending";
+        };
+        /** @description One attempt of an execution. */
+        Attempt: {
+            /** @description The attempt's number, from 1. */
+            attempt: number;
+            /**
+             * Format: uuid
+             * @description The worker that ran it (see `GET /workers`), or null when it is not known.
+             */
+            worker_id: string | null;
+            started_at: components["schemas"]["NullableTimestamp"];
+            ended_at: components["schemas"]["NullableTimestamp"];
+            /**
+             * @description How it ended; null while it is in progress (running, or paused in a sleep or wait).
+             * @enum {string|null}
+             */
+            outcome: "completed" | "failed" | "retrying" | "released" | "lost" | "cancelled" | null;
+            /** @description Why it failed or was cancelled, else null; may carry a bounded `stack`. */
+            error: components["schemas"]["AttemptError"] | null;
+        };
+        /** @description An attempt's error, for the operator. */
+        AttemptError: {
+            /** @description The error's type (its class name). */
+            type: string;
+            /** @description Its message (bounded). */
+            message: string;
+            /** @description Whether the attempt was to be retried. */
+            retryable: boolean;
+            /** @description The stack trace, bounded (8 KiB). */
+            stack?: string;
+        };
+        /** @description An execution's attempts. */
+        AttemptList: {
+            /** @description The attempts, oldest first. */
+            attempts: components["schemas"]["Attempt"][];
+        };
+        /** @description Which executions a bulk action takes. */
+        BulkFilter: {
+            task?: components["schemas"]["TaskName"];
+            status?: components["schemas"]["ExecutionStatus"];
+            /**
+             * Format: date-time
+             * @description Only executions created at or after this instant.
+             */
+            created_after?: string;
+            /**
+             * Format: date-time
+             * @description Only executions created before this instant.
+             */
+            created_before?: string;
+            /** @description Only executions that carry every one of these tags. */
+            tag?: string[];
+            /**
+             * @description The most executions the action takes, oldest first.
+             * @default 1000
+             */
+            limit: number;
+        };
+        /** @description What a bulk action did. */
+        BulkResult: {
+            /** @description Executions the filter found. */
+            matched: number;
+            /** @description Executions the action changed (the others had moved on meanwhile). */
+            changed: number;
+        };
+        /** @description Whether a task is paused. */
+        TaskPauseState: {
+            name: components["schemas"]["TaskName"];
+            /** @description True while its executions are not claimed. */
+            paused: boolean;
         };
         /** @description The event was delivered. */
         EventDelivered: {
@@ -510,6 +750,8 @@ export interface components {
         };
         /** @description A registered task. */
         Task: {
+            /** @description True while the task is paused (POST /tasks/{name}/pause): its executions are not claimed. */
+            paused: boolean;
             name: components["schemas"]["TaskName"];
             /** @description The JSON Schema `data` is checked against, or null when any data is accepted. */
             data_schema: unknown;
@@ -599,7 +841,7 @@ export interface components {
          * @description What went wrong, as a stable snake_case string.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_data" | "unauthorized" | "execution_not_found" | "route_not_found" | "method_not_allowed" | "execution_already_exists" | "execution_not_cancellable" | "not_waiting_for_event" | "payload_too_large" | "unsupported_media_type" | "task_not_registered" | "service_unavailable" | "internal_error" | "forbidden";
+        ErrorCode: "invalid_json" | "invalid_data" | "unauthorized" | "execution_not_found" | "route_not_found" | "method_not_allowed" | "execution_already_exists" | "execution_not_cancellable" | "execution_not_retryable" | "task_not_found" | "not_waiting_for_event" | "payload_too_large" | "unsupported_media_type" | "task_not_registered" | "service_unavailable" | "internal_error" | "forbidden";
         /** @description One failed check of a request. */
         ErrorDetail: {
             /** @description Where the check failed: `body`, `query` or `path`, then a JSON pointer, such as `body/data/orderId` or `query/limit`. */
@@ -658,6 +900,20 @@ export interface components {
             error?: {
                 /** @constant */
                 code?: "execution_not_cancellable";
+            };
+        };
+        /** @description An envelope with code `execution_not_retryable`. */
+        ExecutionNotRetryableError: components["schemas"]["ErrorEnvelope"] & {
+            error?: {
+                /** @constant */
+                code?: "execution_not_retryable";
+            };
+        };
+        /** @description An envelope with code `task_not_found`. */
+        TaskNotFoundError: components["schemas"]["ErrorEnvelope"] & {
+            error?: {
+                /** @constant */
+                code?: "task_not_found";
             };
         };
         /** @description An envelope with code `not_waiting_for_event`. */
@@ -768,6 +1024,24 @@ export interface components {
                  *     }
                  */
                 "application/json": components["schemas"]["ForbiddenError"];
+            };
+        };
+        /** @description No worker registered a task of this name (`task_not_found`). */
+        TaskNotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "task_not_found",
+                 *         "message": "task \"approve-ordr\" is not registered"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["TaskNotFoundError"];
             };
         };
         /** @description No execution has this id (none ever had, or it finished longer ago than the retention period and was deleted), or the id is not a valid id (`execution_not_found`). */
@@ -887,6 +1161,8 @@ export interface components {
         };
     };
     parameters: {
+        /** @description The task's name, as workers registered it. */
+        TaskNamePath: components["schemas"]["TaskName"];
         /**
          * @description The execution's id (a UUIDv7). Anything that is not an existing execution's id gets 404.
          * @example 0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10
@@ -919,6 +1195,25 @@ export interface operations {
                 task?: string;
                 /** @description Only the child executions this execution started (with `ctx.invoke` or `ctx.spawn`). */
                 parent_execution_id?: components["schemas"]["ExecutionId"];
+                /**
+                 * @description Only executions scheduled with this tag. Repeat the parameter (`?tag=eu&tag=vip`) for the
+                 *     executions that carry every one of the tags given.
+                 */
+                tag?: components["schemas"]["Tag"][];
+                /** @description Only the execution scheduled with this idempotency key (at most one), including the keys of cron schedules (`cron:`) and child executions (`child:`). */
+                idempotency_key?: string;
+                /**
+                 * @description Only executions created at or after this instant (inclusive): ISO 8601 with a time zone,
+                 *     compared to the millisecond, as `created_at` shows it. In a URL a `+` offset is written
+                 *     `%2B` (a bare `+` reads as a space).
+                 * @example 2024-10-30T00:00:00Z
+                 */
+                created_after?: string;
+                /**
+                 * @description Only executions created before this instant (exclusive), written as `created_after` is.
+                 * @example 2024-10-31T00:00:00Z
+                 */
+                created_before?: string;
                 /** @description Page size. Values above 500 are clamped to 500; the response's `limit` shows the value applied. */
                 limit?: components["parameters"]["Limit"];
                 /** @description Executions to skip before the page starts. */
@@ -948,7 +1243,11 @@ export interface operations {
                      *           "status": "completed",
                      *           "created_at": "2024-10-30T12:00:00.000Z",
                      *           "started_at": "2024-10-30T12:00:00.120Z",
-                     *           "completed_at": "2024-10-30T12:10:03.004Z"
+                     *           "completed_at": "2024-10-30T12:10:03.004Z",
+                     *           "tags": [
+                     *             "eu",
+                     *             "vip"
+                     *           ]
                      *         }
                      *       ],
                      *       "total": 1,
@@ -1130,7 +1429,12 @@ export interface operations {
                      *       "completed_at": null,
                      *       "output": null,
                      *       "error": null,
-                     *       "parent_execution_id": null
+                     *       "parent_execution_id": null,
+                     *       "idempotency_key": "order-ord_123-approval",
+                     *       "tags": [
+                     *         "eu",
+                     *         "vip"
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["Execution"];
@@ -1192,7 +1496,9 @@ export interface operations {
                      *         "message": "order service answered 500",
                      *         "retryable": true
                      *       },
-                     *       "parent_execution_id": null
+                     *       "parent_execution_id": null,
+                     *       "idempotency_key": null,
+                     *       "tags": []
                      *     }
                      */
                     "application/json": components["schemas"]["Execution"];
@@ -1282,6 +1588,228 @@ export interface operations {
                     "application/json": components["schemas"]["ExecutionNotCancellableError"];
                 };
             };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    retryExecution: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The execution's id (a UUIDv7). Anything that is not an existing execution's id gets 404.
+                 * @example 0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10
+                 */
+                id: components["parameters"]["ExecutionIdPath"];
+            };
+            cookie?: never;
+        };
+        /** @description Nothing, or an empty JSON object. */
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["CancelExecutionRequest"];
+            };
+        };
+        responses: {
+            /** @description The execution is pending again. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10",
+                     *       "status": "pending"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RetriedExecution"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["ExecutionNotFound"];
+            /** @description The execution is pending, running, waiting or completed (`execution_not_retryable`). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "execution_not_retryable",
+                     *         "message": "execution 0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10 is completed and cannot be retried"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ExecutionNotRetryableError"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listExecutionAttempts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The execution's id (a UUIDv7). Anything that is not an existing execution's id gets 404.
+                 * @example 0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10
+                 */
+                id: components["parameters"]["ExecutionIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The attempts. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "attempts": [
+                     *         {
+                     *           "attempt": 1,
+                     *           "worker_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d11",
+                     *           "started_at": "2024-10-30T12:00:00.120Z",
+                     *           "ended_at": "2024-10-30T12:00:01.420Z",
+                     *           "outcome": "retrying",
+                     *           "error": {
+                     *             "type": "Error",
+                     *             "message": "order service answered 500",
+                     *             "retryable": true,
+                     *             "stack": "Error: order service answered 500\n    at loadOrder (tasks.ts:12:11)"
+                     *           }
+                     *         },
+                     *         {
+                     *           "attempt": 2,
+                     *           "worker_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d11",
+                     *           "started_at": "2024-10-30T12:00:03.020Z",
+                     *           "ended_at": null,
+                     *           "outcome": null,
+                     *           "error": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AttemptList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["ExecutionNotFound"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    bulkCancelExecutions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The filter; `{}` matches every execution the action applies to, up to `limit`. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "task": "approve-order",
+                 *       "status": "failed",
+                 *       "created_after": "2024-10-30T00:00:00Z",
+                 *       "limit": 500
+                 *     }
+                 */
+                "application/json": components["schemas"]["BulkFilter"];
+            };
+        };
+        responses: {
+            /** @description What the action matched and changed. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "matched": 12,
+                     *       "changed": 11
+                     *     }
+                     */
+                    "application/json": components["schemas"]["BulkResult"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    bulkRetryExecutions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The filter; `{}` matches every execution the action applies to, up to `limit`. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "task": "approve-order",
+                 *       "status": "failed",
+                 *       "created_after": "2024-10-30T00:00:00Z",
+                 *       "limit": 500
+                 *     }
+                 */
+                "application/json": components["schemas"]["BulkFilter"];
+            };
+        };
+        responses: {
+            /** @description What the action matched and changed. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "matched": 12,
+                     *       "changed": 11
+                     *     }
+                     */
+                    "application/json": components["schemas"]["BulkResult"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["InvalidData"];
@@ -1489,6 +2017,7 @@ export interface operations {
                      *           },
                      *           "cron": null,
                      *           "concurrency_limit": null,
+                     *           "paused": false,
                      *           "updated_at": "2024-10-30T11:59:00.000Z",
                      *           "workers": 2,
                      *           "counts": {
@@ -1510,6 +2039,7 @@ export interface operations {
                      *             "next_at": "2024-10-31T02:00:00.000Z"
                      *           },
                      *           "concurrency_limit": 1,
+                     *           "paused": false,
                      *           "updated_at": "2024-10-30T11:59:00.000Z",
                      *           "workers": 0,
                      *           "counts": {
@@ -1590,6 +2120,96 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    pauseTask: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The task's name, as workers registered it. */
+                name: components["parameters"]["TaskNamePath"];
+            };
+            cookie?: never;
+        };
+        /** @description Nothing, or an empty JSON object. */
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["CancelExecutionRequest"];
+            };
+        };
+        responses: {
+            /** @description The task, as it is now. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "name": "approve-order",
+                     *       "paused": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TaskPauseState"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["TaskNotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    resumeTask: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The task's name, as workers registered it. */
+                name: components["parameters"]["TaskNamePath"];
+            };
+            cookie?: never;
+        };
+        /** @description Nothing, or an empty JSON object. */
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["CancelExecutionRequest"];
+            };
+        };
+        responses: {
+            /** @description The task, as it is now. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "name": "approve-order",
+                     *       "paused": false
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TaskPauseState"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["TaskNotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["InvalidData"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { Command } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
 import { startEmbeddedPostgres } from '../src/store/embedded';
-import { runExtras, type ExtraResult } from './bench/extras';
+import { EXTRA_NAMES, runExtras, type ExtraResult } from './bench/extras';
 import { buildForBench, ROOT } from './bench/build';
 import { runScenarios, type ScenarioLine } from './bench/scenarios';
 
@@ -25,6 +25,7 @@ interface Options {
   n?: string;
   listRows: string;
   longPolls: string;
+  extrasOnly?: string;
   peersBench?: string;
   harnessResults?: string;
 }
@@ -146,12 +147,15 @@ async function main(): Promise<void> {
     )
     .option('--peers-bench <dir>', "the peers' benchmark harness for --peers (default: STEPWISE_PEERS_BENCH, else ../shared/peers-bench beside the repository)")
     .option('--no-extras', 'skip Stepwise-only scenarios')
+    .option('--extras-only <list>', `run only these Stepwise-only scenarios (${EXTRA_NAMES.join(',')}); with --scenarios= nothing else`)
     .option('--n <n>', 'override the job count of S1-S3 (quick runs)')
     .option('--list-rows <n>', 'rows for the list-with-total scenario', '1000000')
     .option('--long-polls <n>', 'concurrent long-polls held by one API process', '10000')
     .option('--harness-results <dir>', 'reuse the harness results (*.jsonl) of an earlier run instead of running S1-S4')
     .parse(process.argv);
   const opts = program.opts<Options>();
+  const unknownExtras = (opts.extrasOnly?.split(',').filter(Boolean) ?? []).filter((x) => !(EXTRA_NAMES as readonly string[]).includes(x));
+  if (unknownExtras.length > 0) throw new Error(`--extras-only: no extra named ${unknownExtras.join(', ')} (there are ${EXTRA_NAMES.join(', ')})`);
   const harnessSource = opts.peers ? findHarness(opts.peersBench) : undefined;
   process.stdout.write('building .bench-dist/ ...\n');
   const dist = buildForBench();
@@ -212,6 +216,7 @@ async function main(): Promise<void> {
         listRows: Number(opts.listRows),
         longPolls: Number(opts.longPolls),
         progress,
+        only: opts.extrasOnly?.split(',').filter(Boolean),
       });
     }
   } finally {

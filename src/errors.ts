@@ -11,6 +11,8 @@ export type ErrorCode =
   | 'method_not_allowed'
   | 'execution_already_exists'
   | 'execution_not_cancellable'
+  | 'execution_not_retryable'
+  | 'task_not_found'
   | 'not_waiting_for_event'
   | 'payload_too_large'
   | 'unsupported_media_type'
@@ -93,6 +95,18 @@ export class ExecutionAlreadyExistsError extends AppError {
 export class ExecutionNotCancellableError extends AppError {
   constructor(id: string, status: string) {
     super('execution_not_cancellable', 409, `execution ${id} is ${status} and cannot be cancelled`);
+  }
+}
+
+export class ExecutionNotRetryableError extends AppError {
+  constructor(id: string, status: string) {
+    super('execution_not_retryable', 409, `execution ${id} is ${status} and cannot be retried; only a failed or cancelled one can`);
+  }
+}
+
+export class TaskNotFoundError extends AppError {
+  constructor(name: string) {
+    super('task_not_found', 404, `task ${JSON.stringify(name.slice(0, 255))} is not registered`);
   }
 }
 

@@ -19,6 +19,7 @@ import { createMetricsRegistry } from '../../src/metrics';
 import { findFreePort } from '../../src/store/embedded';
 import { RetentionSweeper } from '../../src/engine/retention';
 import { resumeCost } from './resume-cost';
+import { explainList } from './list-plans';
 import { stepwiseArgs } from './build';
 
 export interface ExtraResult {
@@ -32,7 +33,12 @@ export interface ExtrasOptions {
   listRows: number;
   longPolls: number;
   progress: (step: string) => void;
+  /** Run only the extras of these names (EXTRA_NAMES); all when undefined. */
+  only?: readonly string[];
 }
+
+/** The extras' short names, for `--extras-only`, in the order they run. */
+export const EXTRA_NAMES = ['latency', 'long-polls', 'idle-worker', 'list', 'history', 'resume-cost'] as const;
 
 const ROOT = path.join(__dirname, '..', '..');
 const log = createLogger({ level: 'warn', pretty: false });
@@ -282,40 +288,87 @@ async function idleWorker(env: NodeJS.ProcessEnv, seconds = 10): Promise<ExtraRe
   }
 }
 
-/** GET /executions with total at `rows` executions: no filter, status filter, task filter. */
-async function listAtScale(env: NodeJS.ProcessEnv, rows: number, samples = 50): Promise<ExtraResult> {
+/**
+ * GET /executions with total at `rows` executions, 10 ms apart: no filter, status filter, task filter;
+ * then the filters of migration 012, each timed over HTTP and its statement's plan read with EXPLAIN
+ * ANALYZE: a selective tag (1 in 10,000 executions), a common one (1 in 10), an idempotency key, and
+ * a one-minute creation range (6,000 executions). Half the executions carry two tags (one of 5,000
+ * tenants and one of 5 regions), a third an idempotency key.
+ */
+async function listAtScale(env: NodeJS.ProcessEnv, rows: number, samples = 50): Promise<ExtraResult[]> {
   const t = await freshDatabase(env);
   await t.db.raw(
-    `INSERT INTO stepwise.executions (id, task, status, data, created_at, completed_at, attempt)
+    `INSERT INTO stepwise.executions (id, task, status, data, created_at, completed_at, attempt, tags, idempotency_key)
      SELECT gen_random_uuid(), 'task-' || (g % 20), (ARRAY['completed','completed','completed','failed','cancelled','pending','waiting'])[1 + g % 7],
-            jsonb_build_object('n', g), ts, CASE WHEN g % 7 < 5 THEN ts END, 1
+            jsonb_build_object('n', g), ts, CASE WHEN g % 7 < 5 THEN ts END, 1,
+            CASE WHEN g % 2 = 0 THEN ARRAY['tenant-' || (g / 2 % 5000), 'region-' || (g / 2 % 5)] END,
+            CASE WHEN g % 3 = 0 THEN 'order-' || g END
        FROM generate_series(1, ?) g, LATERAL (SELECT now() - make_interval(secs => (? - g) / 100.0) AS ts) x`,
     [rows, rows],
   );
   await t.db.raw('VACUUM ANALYZE stepwise.executions');
+  const { rows: bounds } = await t.db.raw('SELECT min(created_at) AS first FROM stepwise.executions');
+  const rangeStart = new Date((bounds[0].first as Date).getTime() + Math.floor((rows / 100) * 500)); // halfway
+  const rangeEnd = new Date(rangeStart.getTime() + 60_000);
+  const key = `order-${3 * Math.floor(rows / 6)}`;
   const port = await findFreePort();
   const config = loadConfig({ env: {}, overrides: { port, logLevel: 'warn', databaseUrl: t.url } });
   const api = await startApiServer({ config, databaseUrl: t.url, db: t.db, log, registry: createMetricsRegistry() });
   const agent = new http.Agent({ keepAlive: true });
   const measure = async (query: string) => {
     const times: number[] = [];
+    let total = 0;
     for (let i = 0; i < samples; i++) {
       const t0 = performance.now();
       const r = await httpJson(port, 'GET', `/api/v1/executions?limit=50&offset=${(i * 50) % 5000}${query}`, undefined, agent);
       if (r.status !== 200) throw new Error(`list answered ${r.status}`);
       times.push(performance.now() - t0);
+      total = (r.body as { total: number }).total;
     }
-    return { p50: pct(times, 50), p99: pct(times, 99) };
+    return { p50: pct(times, 50), p99: pct(times, 99), total };
   };
   try {
     const none = await measure('');
     const status = await measure('&status=failed');
     const task = await measure('&task=task-7');
-    return {
-      label: `list with total at ${rows.toLocaleString('en')} executions`,
-      summary: `no filter p50 ${none.p50} / p99 ${none.p99} ms; status p50 ${status.p50} / p99 ${status.p99} ms; task p50 ${task.p50} / p99 ${task.p99} ms`,
-      values: { rows, none_p50_ms: none.p50, none_p99_ms: none.p99, status_p50_ms: status.p50, status_p99_ms: status.p99, task_p50_ms: task.p50, task_p99_ms: task.p99 },
-    };
+    const found: ExtraResult['values'] = { rows };
+    const lines: string[] = [];
+    const filters = [
+      { name: 'tag', query: '&tag=tenant-42', filter: { tags: ['tenant-42'] }, intended: 'executions_tags_idx' },
+      { name: 'common_tag', query: '&tag=region-1', filter: { tags: ['region-1'] }, intended: 'executions_tags_idx' },
+      { name: 'key', query: `&idempotency_key=${key}`, filter: { idempotencyKey: key }, intended: 'executions_idempotency_key_idx' },
+      {
+        name: 'created_range',
+        query: `&created_after=${rangeStart.toISOString()}&created_before=${rangeEnd.toISOString()}`,
+        filter: { createdAfter: rangeStart, createdBefore: rangeEnd },
+        intended: 'executions_created_idx',
+      },
+    ];
+    for (const f of filters) {
+      const timed = await measure(f.query);
+      const plan = await explainList(t.db, f.filter, f.intended);
+      Object.assign(found, {
+        [`${f.name}_total`]: timed.total,
+        [`${f.name}_p50_ms`]: timed.p50,
+        [`${f.name}_p99_ms`]: timed.p99,
+        [`${f.name}_index_used`]: plan.intendedUsed,
+        [`${f.name}_seq_scan`]: plan.seqScan,
+        [`${f.name}_indexes`]: plan.indexes.join(' '),
+        [`${f.name}_explain_ms`]: plan.executionMs,
+      });
+      lines.push(
+        `${f.name} (${timed.total.toLocaleString('en')} match): ${plan.intended} ${plan.intendedUsed ? 'used' : 'NOT used'}${plan.seqScan ? ', with a seq scan' : ''}, ` +
+          `EXPLAIN ANALYZE ${plan.executionMs} ms; HTTP p50 ${timed.p50} / p99 ${timed.p99} ms`,
+      );
+    }
+    return [
+      {
+        label: `list with total at ${rows.toLocaleString('en')} executions`,
+        summary: `no filter p50 ${none.p50} / p99 ${none.p99} ms; status p50 ${status.p50} / p99 ${status.p99} ms; task p50 ${task.p50} / p99 ${task.p99} ms`,
+        values: { rows, none_p50_ms: none.p50, none_p99_ms: none.p99, status_p50_ms: status.p50, status_p99_ms: status.p99, task_p50_ms: task.p50, task_p99_ms: task.p99 },
+      },
+      { label: `list filters of migration 012 at ${rows.toLocaleString('en')} executions`, summary: lines.join('; '), values: found },
+    ];
   } finally {
     agent.destroy();
     await api.close();
@@ -384,7 +437,8 @@ async function historyAtScale(env: NodeJS.ProcessEnv, rows: number, samples = 50
 /** Runs each extra; one that fails is reported as such and the others still run. */
 export async function runExtras(options: ExtrasOptions): Promise<ExtraResult[]> {
   const out: ExtraResult[] = [];
-  const attempt = async (label: string, run: () => Promise<ExtraResult[]>) => {
+  const attempt = async (name: (typeof EXTRA_NAMES)[number], label: string, run: () => Promise<ExtraResult[]>) => {
+    if (options.only && !options.only.includes(name)) return;
     try {
       out.push(...(await run()));
     } catch (err) {
@@ -392,12 +446,12 @@ export async function runExtras(options: ExtrasOptions): Promise<ExtraResult[]> 
     }
     options.progress(label);
   };
-  await attempt('event and long-poll latency', () => latencies(options.env));
+  await attempt('latency', 'event and long-poll latency', () => latencies(options.env));
   options.progress('event and long-poll latency');
-  await attempt(`${options.longPolls} concurrent long-polls`, async () => [await longPolls(options.env, options.longPolls)]);
-  await attempt('idle worker', async () => [await idleWorker(options.env)]);
-  await attempt('list at scale', async () => [await listAtScale(options.env, options.listRows)]);
-  await attempt('history at scale', async () => [await historyAtScale(options.env, options.listRows)]);
-  await attempt('resume cost by history length', async () => [await resumeCost(options.env, freshDatabase)]);
+  await attempt('long-polls', `${options.longPolls} concurrent long-polls`, async () => [await longPolls(options.env, options.longPolls)]);
+  await attempt('idle-worker', 'idle worker', async () => [await idleWorker(options.env)]);
+  await attempt('list', 'list at scale', () => listAtScale(options.env, options.listRows));
+  await attempt('history', 'history at scale', async () => [await historyAtScale(options.env, options.listRows)]);
+  await attempt('resume-cost', 'resume cost by history length', async () => [await resumeCost(options.env, freshDatabase)]);
   return out;
 }

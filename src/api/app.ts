@@ -7,6 +7,7 @@ import type { ApiDeps } from './deps';
 import { handleErrors } from './error-middleware';
 import { addEventRoutes } from './events';
 import { addExecutionRoutes } from './executions';
+import { addOperateRoutes } from './operate';
 import { addOperationalRoutes } from './health';
 import { addMetricsRoute, measureRequests } from './metrics';
 import { assignRequestId } from './request-id';
@@ -54,6 +55,7 @@ export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   // Paths match exactly as the contract writes them: no case folding, no optional trailing slash.
   const router = new Router<ApiState>({ prefix: base || undefined, sensitive: true, strict: true });
   addExecutionRoutes(router, deps);
+  addOperateRoutes(router, deps);
   addWaitRoute(router, deps);
   addEventRoutes(router, deps);
   addTaskRoutes(router, deps);

@@ -11,6 +11,18 @@ import type { ApiState } from './state';
 import { toValidData } from './task-checks';
 import { addOperation } from './typed';
 
+/**
+ * A date-time query parameter that validation let through (`format: date-time`) as an instant; one the
+ * contract's timestamps could not write (outside the years 0001-9999 in UTC) is invalid data.
+ */
+function queryInstant(query: Partial<Record<'created_after' | 'created_before', string>>, name: 'created_after' | 'created_before'): Date | undefined {
+  const text = query[name];
+  if (text === undefined) return undefined;
+  const instant = parseInstant(text);
+  if (!instant) throw new InvalidDataError('query is invalid', [{ path: `query/${name}`, message: 'must be an instant in the years 0001 to 9999 (UTC)' }]);
+  return instant;
+}
+
 /** Schedule, read, list, cancel and the steps of executions. */
 export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): void {
   const { db, taskSchemas, inserts } = deps;
@@ -27,7 +39,7 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
     }
     const task = await taskSchemas.getTask(body.task);
     const data = toValidData(task, body.data);
-    const result = await inserts.submit({ task: body.task, data, idempotencyKey: body.idempotency_key, startAt });
+    const result = await inserts.submit({ task: body.task, data, idempotencyKey: body.idempotency_key, startAt, tags: body.tags });
     if (result.created) return { status: 201, body: toScheduledExecution(result.execution) };
     if (result.execution.task !== body.task) throw new ExecutionAlreadyExistsError(body.idempotency_key ?? '', result.execution.task);
     return { status: 200, body: toScheduledExecution(result.execution) };
@@ -43,7 +55,20 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
     // Validation applied the spec's defaults and clamped limit, so these are always set.
     const limit = query.limit as number;
     const offset = query.offset as number;
-    const page = await listExecutions(db, { status: query.status, task: query.task, parentId: query.parent_execution_id, limit, offset, order: query.order ?? 'desc' });
+    const createdAfter = queryInstant(query, 'created_after');
+    const createdBefore = queryInstant(query, 'created_before');
+    const page = await listExecutions(db, {
+      status: query.status,
+      task: query.task,
+      parentId: query.parent_execution_id,
+      tags: query.tag,
+      idempotencyKey: query.idempotency_key,
+      createdAfter,
+      createdBefore,
+      limit,
+      offset,
+      order: query.order ?? 'desc',
+    });
     return { status: 200, body: { executions: page.items.map(toExecutionSummary), total: page.total, limit, offset } };
   });
 

@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import type { Middleware } from 'koa';
-import { Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { ApiDeps } from './deps';
 import type { ApiState } from './state';
 import { addOperation } from './typed';
@@ -65,4 +65,36 @@ export function addMetricsRoute(router: Router<ApiState>, deps: ApiDeps): void {
     body: await deps.registry.metrics(),
     contentType: deps.registry.contentType,
   }));
+}
+
+/** What operators did through the API: retries, bulk actions, pauses (see operatorMetrics). */
+export interface OperatorMetrics {
+  /** An execution put back to pending by an operator, alone (`single`) or by a bulk retry (`bulk`). */
+  retried(source: 'single' | 'bulk', count?: number): void;
+  /** A bulk action ran: `matched` rows found by the filter, `changed` of them moved. */
+  bulk(action: 'cancel' | 'retry', matched: number, changed: number): void;
+  /** A task was paused or resumed. */
+  paused(paused: boolean): void;
+}
+
+/** A counter of the registry, made once: several servers (tests) may share one registry. */
+function sharedCounter<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[]): Counter<L> {
+  return (registry.getSingleMetric(name) as Counter<L> | undefined) ?? new Counter({ name, help, labelNames, registers: [registry] });
+}
+
+export function operatorMetrics(registry: Registry): OperatorMetrics {
+  const retries = sharedCounter(registry, 'stepwise_operator_retries_total', 'Failed or cancelled executions put back to pending by an operator, by source (single, bulk)', ['source']);
+  const bulkActions = sharedCounter(registry, 'stepwise_bulk_actions_total', 'Bulk actions run, by action (cancel, retry)', ['action']);
+  const bulkRows = sharedCounter(registry, 'stepwise_bulk_executions_total', 'Executions a bulk action matched, by action and result (changed, unchanged: moved on meanwhile)', ['action', 'result']);
+  const pauses = sharedCounter(registry, 'stepwise_task_pause_requests_total', 'Pause and resume requests answered 200, by action (pause, resume)', ['action']);
+  return {
+    retried: (source, count = 1) => retries.inc({ source }, count),
+    bulk(action, matched, changed) {
+      bulkActions.inc({ action });
+      bulkRows.inc({ action, result: 'changed' }, changed);
+      bulkRows.inc({ action, result: 'unchanged' }, matched - changed);
+      if (action === 'retry') retries.inc({ source: 'bulk' }, changed);
+    },
+    paused: (paused) => pauses.inc({ action: paused ? 'pause' : 'resume' }),
+  };
 }

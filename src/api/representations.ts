@@ -2,6 +2,7 @@ import type { components } from '../../generated/openapi';
 import { nextFireAfter } from '../domain/cron';
 import { EXECUTION_STATUSES, type ExecutionStatus } from '../domain/status';
 import type { ScheduledRecord } from '../store/executions';
+import type { AttemptRecord } from '../store/attempts';
 import type { ExecutionRecord, StepRecord } from '../store/rows';
 import type { TaskCron, TaskRecord } from '../store/tasks';
 import type { WorkerRecord } from '../store/workers';
@@ -33,6 +34,8 @@ export function toExecution(e: ExecutionRecord): Schemas['Execution'] {
     output: e.output ?? null,
     error: e.error === null ? null : { type: e.error.type, message: e.error.message, retryable: e.error.retryable },
     parent_execution_id: e.parentId,
+    idempotency_key: e.idempotencyKey,
+    tags: e.tags,
   };
 }
 
@@ -50,6 +53,7 @@ export function toExecutionSummary(e: ExecutionRecord): Schemas['ExecutionSummar
     created_at: e.createdAt.toISOString(),
     started_at: isoOrNull(e.startedAt),
     completed_at: isoOrNull(e.completedAt),
+    tags: e.tags,
   };
 }
 
@@ -89,6 +93,7 @@ export function toTask(t: TaskRecord, counts: ReadonlyMap<string, number>, worke
     event_schemas: t.eventSchemas ?? {},
     cron: t.cron === null ? null : { pattern: t.cron.pattern, timezone: t.cron.timezone, next_at: isoOrNull(nextFireOrNull(t.cron, now)) },
     concurrency_limit: t.concurrencyLimit,
+    paused: t.paused,
     updated_at: t.updatedAt.toISOString(),
     workers,
     counts: byStatus,
@@ -108,5 +113,17 @@ export function toWorker(w: WorkerRecord): Schemas['Worker'] {
     started_at: w.startedAt.toISOString(),
     last_seen_at: w.lastSeenAt.toISOString(),
     state: w.state,
+  };
+}
+
+/** An attempt as the operator's view shows it. */
+export function toAttempt(a: AttemptRecord): Schemas['Attempt'] {
+  return {
+    attempt: a.attempt,
+    worker_id: a.workerId,
+    started_at: isoOrNull(a.startedAt),
+    ended_at: isoOrNull(a.endedAt),
+    outcome: a.outcome,
+    error: a.error === null ? null : { type: a.error.type, message: a.error.message, retryable: a.error.retryable, ...(a.error.stack === undefined ? {} : { stack: a.error.stack }) },
   };
 }

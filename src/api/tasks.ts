@@ -1,12 +1,14 @@
 import type Router from '@koa/router';
-import { countActiveExecutions, listTasks } from '../store/tasks';
+import { TaskNotFoundError } from '../errors';
+import { countActiveExecutions, listTasks, setTaskPaused } from '../store/tasks';
 import { countLiveWorkersByTask } from '../store/workers';
 import type { ApiDeps } from './deps';
+import { operatorMetrics } from './metrics';
 import { toTask } from './representations';
 import type { ApiState } from './state';
 import { addOperation } from './typed';
 
-/** The task registry, for dashboards: counts by status and the live workers of each task. */
+/** The task registry, for dashboards: counts by status and the live workers of each task; pause and resume. */
 export function addTaskRoutes(router: Router<ApiState>, deps: ApiDeps): void {
   addOperation(router, deps.routes, 'listTasks', async () => {
     // Active counts are read exactly (cheap: active rows only); finished ones come from the last recount.
@@ -18,4 +20,14 @@ export function addTaskRoutes(router: Router<ApiState>, deps: ApiDeps): void {
     }
     return { status: 200, body: { items: tasks.map((t) => toTask(t, byTask.get(t.name) ?? new Map(), workers.get(t.name) ?? 0)) } };
   });
+
+  const metrics = operatorMetrics(deps.registry);
+  for (const [operationId, paused] of [['pauseTask', true], ['resumeTask', false]] as const) {
+    addOperation(router, deps.routes, operationId, async ({ params }) => {
+      const task = await setTaskPaused(deps.db, params.name, paused);
+      if (!task) throw new TaskNotFoundError(params.name);
+      metrics.paused(paused);
+      return { status: 200, body: { name: task.name, paused: task.paused } };
+    });
+  }
 }

@@ -22,6 +22,12 @@ export type WorkerInfo = Schemas['Worker'];
 export type WorkerState = Schemas['WorkerState'];
 export type ErrorEnvelope = Schemas['ErrorEnvelope'];
 export type ListFilter = NonNullable<operations['listExecutions']['parameters']['query']>;
+export type Attempt = Schemas['Attempt'];
+export type RetriedExecution = Schemas['RetriedExecution'];
+/** A bulk action's filter; `limit` defaults to 1,000 (the server's default). */
+export type BulkFilter = Partial<Schemas['BulkFilter']>;
+export type BulkResult = Schemas['BulkResult'];
+export type TaskPauseState = Schemas['TaskPauseState'];
 
 export interface StepwiseClientOptions {
   /** The server's URL including its base path, such as `http://127.0.0.1:8080` or `https://host/sw`. */
@@ -37,6 +43,8 @@ export interface ScheduleOptions {
   idempotencyKey?: string;
   /** Start no earlier than this: a Date, or an ISO 8601 string with a time zone. In the past means at once. */
   startAt?: Date | string;
+  /** Up to 20 distinct labels of 1-64 characters, to find the execution by with `list({ tag })`. */
+  tags?: string[];
 }
 
 export interface WaitOptions {
@@ -93,11 +101,13 @@ export function createStepwiseClient(options: StepwiseClientOptions) {
      * Schedules an execution of `task` with `data` (a JSON object, `{}` when omitted); with an
      * idempotency key, a repeat returns the same execution.
      * With `startAt`, it stays pending until then (a Date, or an ISO 8601 string with a time zone).
+     * With `tags`, `list({ tag: [...] })` finds it.
      */
     async schedule(task: string, data: Record<string, unknown> = {}, opts: ScheduleOptions = {}): Promise<ScheduledExecution & { created: boolean }> {
       const body: Schemas['ScheduleExecutionRequest'] = { task, data };
       if (opts.idempotencyKey !== undefined) body.idempotency_key = opts.idempotencyKey;
       if (opts.startAt !== undefined) body.start_at = opts.startAt instanceof Date ? opts.startAt.toISOString() : opts.startAt;
+      if (opts.tags !== undefined) body.tags = opts.tags;
       const { data: created, response } = await unwrap(raw.POST('/api/v1/executions', { body }));
       return { ...created, created: response.status === 201 };
     },
@@ -160,6 +170,36 @@ export function createStepwiseClient(options: StepwiseClientOptions) {
     /** The registered workers, oldest first: `active`, `stopping`, or `lost` once they missed their heartbeats. */
     async listWorkers(): Promise<WorkerInfo[]> {
       return (await unwrap(raw.GET('/api/v1/workers'))).data.workers;
+    },
+
+    /** Every attempt of the execution, oldest first, with errors (and bounded stacks) for the operator. */
+    async listAttempts(id: string): Promise<Attempt[]> {
+      return (await unwrap(raw.GET('/api/v1/executions/{id}/attempts', { params: { path: { id } } }))).data.attempts;
+    },
+
+    /** Puts a failed or cancelled execution back to pending, to resume from where it stopped; other statuses throw 409. */
+    async retry(id: string): Promise<RetriedExecution> {
+      return (await unwrap(raw.POST('/api/v1/executions/{id}/retry', { params: { path: { id } } }))).data;
+    },
+
+    /** Cancels what the filter matches (pending, running or waiting), each in a statement of its own. */
+    async bulkCancel(filter: BulkFilter = {}): Promise<BulkResult> {
+      return (await unwrap(raw.POST('/api/v1/executions/bulk-cancel', { body: filter as Schemas['BulkFilter'] }))).data;
+    },
+
+    /** Retries what the filter matches (failed or cancelled), each in a statement of its own. */
+    async bulkRetry(filter: BulkFilter = {}): Promise<BulkResult> {
+      return (await unwrap(raw.POST('/api/v1/executions/bulk-retry', { body: filter as Schemas['BulkFilter'] }))).data;
+    },
+
+    /** Stops claiming the task's executions (they stay pending); running ones finish. */
+    async pauseTask(name: string): Promise<TaskPauseState> {
+      return (await unwrap(raw.POST('/api/v1/tasks/{name}/pause', { params: { path: { name } } }))).data;
+    },
+
+    /** Lets the task's executions be claimed again, at once. */
+    async resumeTask(name: string): Promise<TaskPauseState> {
+      return (await unwrap(raw.POST('/api/v1/tasks/{name}/resume', { params: { path: { name } } }))).data;
     },
   };
 }

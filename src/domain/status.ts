@@ -22,8 +22,9 @@ const TRANSITIONS: Readonly<Record<ExecutionStatus, readonly ExecutionStatus[]>>
   running: ['running', 'pending', 'waiting', 'completed', 'failed', 'cancelled'],
   waiting: ['running', 'cancelled'],
   completed: [],
-  failed: [],
-  cancelled: [],
+  // An operator's retry puts a failed or cancelled execution back in the queue, its history kept.
+  failed: ['pending'],
+  cancelled: ['pending'],
 });
 
 export function isTerminal(status: ExecutionStatus): boolean {

@@ -1,5 +1,5 @@
 import { toFaithfulJson } from '../domain/json';
-import { describeThrown } from '../domain/thrown';
+import { describeThrown, describeThrownWithStack } from '../domain/thrown';
 import { computeRetryDelay, hasAttemptsLeft } from '../domain/retry';
 import { GroupCommitter, landedFlags } from '../group-commit';
 import type { Logger } from '../logger';
@@ -224,7 +224,7 @@ export class ExecutionRunner {
     const delay = retryable && registered ? computeRetryDelay(registered.retry, attempts) : null;
     await held.claimCommitted;
     try {
-      const landed = await retryWhileUnavailable(() => failExecution(this.options.db, held.lease, error, delay, execution.parentId), held.leaseExpiresAt);
+      const landed = await retryWhileUnavailable(() => failExecution(this.options.db, held.lease, error, delay, execution.parentId, describeThrownWithStack(err, retryable)), held.leaseExpiresAt);
       if (!landed) return LOST;
       if (delay !== null) {
         log().warn({ errorType: error.type, retryInMs: delay }, 'attempt failed; retrying');

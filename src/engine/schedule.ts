@@ -3,6 +3,7 @@ import type { ValidateFunction } from 'ajv';
 import { findUnstorableText } from '../domain/storable-text';
 import { toInstant } from '../domain/instant';
 import { reservedKeyPrefix } from '../domain/keys';
+import { describeBadTags } from '../domain/tags';
 import { compileJsonSchema, describeSchemaErrors, SchemaValidators } from '../domain/json-schema';
 import { toStoredValue } from '../domain/json';
 import type { ExecutionStatus } from '../domain/status';
@@ -21,6 +22,8 @@ export interface ScheduleOptions {
   idempotencyKey?: string;
   /** Start no earlier than this instant (a Date, or ISO 8601 text with a time zone). */
   startAt?: Date | string;
+  /** Up to 20 distinct labels of 1-64 characters to find the execution by (`GET /executions?tag=`). */
+  tags?: readonly string[];
 }
 
 /** What schedule() created, or found under the idempotency key. */
@@ -112,6 +115,11 @@ export async function schedule(db: Queryable, task: TaskDefinition | string, dat
     if (reserved) throw new TypeError(`schedule: idempotencyKey must not start with "${reserved.prefix}", which ${reserved.owner} use`);
     if (findUnstorableText(key) !== undefined) throw new TypeError('schedule: idempotencyKey holds text PostgreSQL cannot store');
   }
+  const tags = options.tags;
+  if (tags !== undefined) {
+    const problem = describeBadTags(tags);
+    if (problem) throw new TypeError(`schedule: tags ${problem}`);
+  }
   let startAt: Date | undefined;
   if (options.startAt !== undefined) {
     startAt = toInstant(options.startAt);
@@ -124,7 +132,7 @@ export async function schedule(db: Queryable, task: TaskDefinition | string, dat
       // NULL (or JSON null) is a task without a schema; any other value, even `false`, is one, as for the API.
       if (registered.schema !== null && registered.schema !== 'null') checkData(registeredValidator(name, registered.schema));
     }
-    return insertExecutionsWith(run, [{ task: name, data: stored, idempotencyKey: key, startAt }]);
+    return insertExecutionsWith(run, [{ task: name, data: stored, idempotencyKey: key, startAt, tags }]);
   });
   if (!result.created && result.execution.task !== name) throw new IdempotencyKeyConflictError(key ?? '', result.execution.task);
   const { execution } = result;

@@ -44,14 +44,23 @@ export class StepRunner {
     // Once the backoff is over (on a resume in this process), the next attempt runs from its record.
     const retry = (record: ReplayRecord) => this.run(seq, key, fn, options, record);
     if (recorded?.wakeAt && recorded.wakeAt.getTime() > this.ctx.databaseNow()) return this.ctx.suspension.block({ seq, name: key, kind: 'step', wakeAt: recorded.wakeAt }, retry);
-    const outcome = await this.ctx.suspension.track(() => this.attempts(seq, key, fn, policy, timeoutMs, (recorded?.failures.length ?? 0) + 1, recorded !== undefined));
+    const budget = { first: (recorded?.failures.length ?? 0) + 1, base: recorded?.attemptBase ?? 0 };
+    const outcome = await this.ctx.suspension.track(() => this.attempts(seq, key, fn, policy, timeoutMs, budget, recorded !== undefined));
     if ('retryAt' in outcome) return this.ctx.suspension.block({ seq, name: key, kind: 'step', wakeAt: outcome.retryAt }, retry);
     return outcome.value;
   }
 
-  private async attempts(seq: number, key: string, fn: StepFn<unknown>, policy: ResolvedRetryPolicy, timeoutMs: number | undefined, first: number, hasRow: boolean): Promise<{ value: unknown } | { retryAt: Date }> {
+  private async attempts(
+    seq: number,
+    key: string,
+    fn: StepFn<unknown>,
+    policy: ResolvedRetryPolicy,
+    timeoutMs: number | undefined,
+    budget: { first: number; base: number },
+    hasRow: boolean,
+  ): Promise<{ value: unknown } | { retryAt: Date }> {
     const { lease } = this.ctx;
-    for (let attempt = first; ; attempt++) {
+    for (let attempt = budget.first; ; attempt++) {
       // Past the lease's end another worker may hold the execution: running the step now could repeat
       // one that worker has already recorded.
       if (Date.now() >= this.ctx.writeDeadline()) throw new LeaseLostError(lease.id);
@@ -62,9 +71,10 @@ export class StepRunner {
       } catch (err) {
         if (this.ctx.abort.aborted) throw this.ctx.abort.reason;
         if (err instanceof LeaseLostError || err instanceof StoreUnavailableError || err instanceof NonDeterminismError) throw err;
-        const retryable = !isNonRetryable(err) && attempt < policy.maxAttempts;
+        // Attempts before the base were spent before an operator's retry: they count no more.
+        const retryable = !isNonRetryable(err) && attempt - budget.base < policy.maxAttempts;
         const error = describeThrown(err, retryable);
-        const delay = retryable ? computeRetryDelay(policy, attempt) : null;
+        const delay = retryable ? computeRetryDelay(policy, attempt - budget.base) : null;
         const retryAt = delay !== null && delay > INLINE_RETRY_MS ? new Date(this.ctx.databaseNow() + delay) : undefined;
         const failure = { seq, name: key, attempt, error, startedAt: new Date(started), final: !retryable, retryAt };
         if (!(await this.ctx.write(() => recordStepFailure(this.ctx.db, lease, failure)))) throw new LeaseLostError(lease.id);

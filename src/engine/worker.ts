@@ -168,7 +168,7 @@ export class Worker {
       this.slots.reserveSlots(room);
       try {
         // Handlers start while the claim's commit is being flushed (see claimExecutionsBeforeCommit).
-        const claim = await claimExecutionsBeforeCommit(this.options.db, this.freeTaskNames, room, this.leaseMs);
+        const claim = await claimExecutionsBeforeCommit(this.options.db, this.freeTaskNames, room, this.leaseMs, this.id);
         claimed = claim.claimed;
         committed = claim.committed.catch((err: Error) => this.claimNotCommitted(claim.claimed, err));
         backoff = 100;
@@ -203,7 +203,7 @@ export class Worker {
       this.slots.reserveSlots(room);
       let claimed: ClaimedExecution[];
       try {
-        claimed = await claimLimitedExecutions(this.options.db, task, cap, room, this.leaseMs);
+        claimed = await claimLimitedExecutions(this.options.db, task, cap, room, this.leaseMs, this.id);
       } catch (err) {
         this.options.observer?.databaseError?.();
         this.options.log.warn({ err: (err as Error).message, task }, 'claim failed');
@@ -232,7 +232,7 @@ export class Worker {
     let result: CompleteAndClaimResult;
     try {
       // The claimed handlers start while the commit is flushed, as a loop claim's do.
-      result = await completeAndClaimBeforeCommit(this.options.db, items, this.freeTaskNames, limit, this.leaseMs);
+      result = await completeAndClaimBeforeCommit(this.options.db, items, this.freeTaskNames, limit, this.leaseMs, this.id);
     } finally {
       this.slots.unreserveSlots(limit);
     }

@@ -12,6 +12,8 @@ export interface NewExecution {
   idempotencyKey?: string;
   /** Not before this instant; a past one (or none) means at once. */
   startAt?: Date;
+  /** Labels to find it by (checked by the caller); none or empty is stored as NULL. */
+  tags?: readonly string[];
 }
 
 /** What scheduling needs back: the columns the schedule endpoint answers with, never the data. */
@@ -43,8 +45,8 @@ function toScheduledRecord(row: ScheduledRow): ScheduledRecord {
  * per DISTINCT task. An execution asked to start later is due then, and wakes no
  * worker now: the workers' poll finds it once it is due. A start in the past is due at once, never
  * before work already queued (`greatest`), so a backdated start cannot jump the queue. A batch without
- * start times takes a leaner statement: the start times' column and expressions on every INSERT cost
- * scheduling over HTTP measurably.
+ * start times or tags takes a leaner statement: the start times' column and expressions on every
+ * INSERT cost scheduling over HTTP measurably.
  *
  * The read-back is a second statement, so the row that held a key can be gone by then: a retention
  * sweep deleted it (only finished executions are deleted, and their keys are free again). Such items
@@ -84,23 +86,27 @@ const INSERT_SQL = `INSERT INTO stepwise.executions (id, task, status, data, ide
       ORDER BY ord
      ${INSERT_TAIL}, pg_notify('${CHANNEL_WORK}', task) IS NULL AS _n`;
 
+/** Tags travel as a JSON array (or NULL for none): an array parameter cannot hold one array per row. */
+const TAGS_FROM_JSON = (json: string) => `CASE WHEN ${json} IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text(${json})) END`;
+
 /**
- * A batch with start times ($5, NULL for at once; sent as ISO text, as pg would send a Date in the
- * process's local time zone, which before 1900 is local mean time): only rows due now wake the workers.
+ * A batch with start times or tags. Start times are $5, NULL for at once, sent as ISO text, as pg
+ * would send a Date in the process's local time zone, which before 1900 is local mean time: only rows
+ * due now wake the workers. Tags are $6.
  */
-const INSERT_AT_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, created_at, due_at)
-     SELECT id, task, 'pending', data, idempotency_key, start_at, statement_timestamp(), greatest(statement_timestamp(), start_at)
-       FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::timestamptz[]) WITH ORDINALITY AS t(id, task, data, idempotency_key, start_at, ord)
+const INSERT_FULL_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, tags, created_at, due_at)
+     SELECT id, task, 'pending', data, idempotency_key, start_at, ${TAGS_FROM_JSON('tags_json')}, statement_timestamp(), greatest(statement_timestamp(), start_at)
+       FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::timestamptz[], $6::jsonb[]) WITH ORDINALITY AS t(id, task, data, idempotency_key, start_at, tags_json, ord)
       ORDER BY ord
      ${INSERT_TAIL}, CASE WHEN due_at <= statement_timestamp() THEN pg_notify('${CHANNEL_WORK}', task) END IS NULL AS _n`;
 
 /**
- * One execution, with or without a start time ($5, NULL for at once): INSERT_AT_SQL's rows and
- * notification, in a statement that an unnamed (unprepared) call parses and plans faster than the
- * unnest.
+ * One execution, with or without a start time ($5, NULL for at once) and tags ($6): INSERT_FULL_SQL's
+ * rows and notification, in a statement that an unnamed (unprepared) call parses and plans faster than
+ * the unnest.
  */
-const ONE_ROW_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, created_at, due_at)
-     VALUES ($1, $2, 'pending', $3::jsonb, $4, $5::timestamptz, statement_timestamp(), greatest(statement_timestamp(), $5::timestamptz))
+const ONE_ROW_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, tags, created_at, due_at)
+     VALUES ($1, $2, 'pending', $3::jsonb, $4, $5::timestamptz, ${TAGS_FROM_JSON('$6::jsonb')}, statement_timestamp(), greatest(statement_timestamp(), $5::timestamptz))
      ${INSERT_TAIL}, CASE WHEN due_at <= statement_timestamp() THEN pg_notify('${CHANNEL_WORK}', task) END IS NULL AS _n`;
 
 /** One round of insertExecutions: undefined for an item whose key's row was deleted before the read-back. */
@@ -108,11 +114,12 @@ async function insertOnce(run: Runner, items: readonly NewExecution[]): Promise<
   const ids = items.map(() => newExecutionId());
   const columns = [ids, items.map((i) => i.task), items.map((i) => toJsonb(i.data ?? null)), items.map((i) => i.idempotencyKey ?? null)];
   const startAts = items.map((i) => i.startAt?.toISOString() ?? null);
+  const tags = items.map((i) => (i.tags !== undefined && i.tags.length > 0 ? JSON.stringify(i.tags) : null));
   let inserted: ScheduledRow[];
   if (run.unprepared && items.length === 1) {
-    inserted = await run<ScheduledRow>('', ONE_ROW_SQL, columns.map((c) => c[0]).concat(startAts[0]));
-  } else if (startAts.some((at) => at !== null)) {
-    inserted = await run<ScheduledRow>('stepwise_schedule_executions_at', INSERT_AT_SQL, [...columns, startAts]);
+    inserted = await run<ScheduledRow>('', ONE_ROW_SQL, columns.map((c) => c[0]).concat(startAts[0], tags[0]));
+  } else if (startAts.some((at) => at !== null) || tags.some((t) => t !== null)) {
+    inserted = await run<ScheduledRow>('stepwise_schedule_executions_full', INSERT_FULL_SQL, [...columns, startAts, tags]);
   } else {
     inserted = await run<ScheduledRow>('stepwise_schedule_executions', INSERT_SQL, columns);
   }
@@ -175,6 +182,13 @@ export interface ListFilter {
   task?: string;
   /** Only the children of this execution. */
   parentId?: string;
+  /** Only executions that carry every one of these tags. */
+  tags?: readonly string[];
+  idempotencyKey?: string;
+  /** Created at or after this instant. */
+  createdAfter?: Date;
+  /** Created before this instant. */
+  createdBefore?: Date;
   limit: number;
   offset: number;
   order: 'asc' | 'desc';
@@ -185,23 +199,52 @@ export interface ListPage {
   total: number;
 }
 
+/** A condition of a list's WHERE and the values of its placeholders. */
+interface Condition {
+  sql: string;
+  bindings: unknown[];
+}
+
+type PartFilter = Omit<ListFilter, 'limit' | 'offset' | 'order'>;
+
+/**
+ * The filters every part of a list applies, each served by an index that leads to (created_at, id):
+ * the task index; the range of the created or status index; the tag index (migration 012), a GIN index
+ * that `@>` (every tag asked for) can search. Instants are sent as ISO text, as pg would send a Date in
+ * the process's local time zone.
+ */
+function commonConditions(filter: PartFilter): Condition[] {
+  const conditions: Condition[] = [];
+  if (filter.task !== undefined) conditions.push({ sql: 'task = ?', bindings: [filter.task] });
+  if (filter.tags !== undefined && filter.tags.length > 0) conditions.push({ sql: 'tags @> ?::text[]', bindings: [[...filter.tags]] });
+  if (filter.createdAfter !== undefined) conditions.push({ sql: 'created_at >= ?::timestamptz', bindings: [filter.createdAfter.toISOString()] });
+  if (filter.createdBefore !== undefined) conditions.push({ sql: 'created_at < ?::timestamptz', bindings: [filter.createdBefore.toISOString()] });
+  return conditions;
+}
+
+function toPart(conditions: Condition[]): { where: string; bindings: unknown[] } {
+  return { where: conditions.map((c) => c.sql).join(' AND '), bindings: conditions.flatMap((c) => c.bindings) };
+}
+
 /**
  * The parts of the table a list reads, each through its own index (see migration 003): running rows
  * only through the running index, all others through the list indexes, which leave running rows out.
  * A status is written into the text, never bound, so the planner can prove which partial index serves
  * it; the status comes from the checked enum, and is escaped all the same.
  */
-function listParts(filter: Pick<ListFilter, 'status' | 'task' | 'parentId'>): Array<{ where: string; bindings: unknown[] }> {
-  const task = filter.task !== undefined ? { sql: ' AND task = ?', bindings: [filter.task] } : { sql: '', bindings: [] };
-  const part = (status: string) => ({ where: `${status}${task.sql}`, bindings: task.bindings });
-  // One execution's children, running or not, all come from the parent index (migration 007).
-  if (filter.parentId !== undefined) {
-    const status = filter.status ? ` AND status = ${pg.escapeLiteral(filter.status)}` : '';
-    return [{ where: `parent_id = ?::uuid${status}${task.sql}`, bindings: [filter.parentId, ...task.bindings] }];
+function listParts(filter: PartFilter): Array<{ where: string; bindings: unknown[] }> {
+  const common = commonConditions(filter);
+  const status = (sql: string): Condition => ({ sql, bindings: [] });
+  const given = filter.status ? [status(`status = ${pg.escapeLiteral(filter.status)}`)] : [];
+  // Indexes that hold every status serve one part: one execution's children come from the parent index
+  // (migration 007), the execution that holds a key from the key's unique index (at most one row).
+  if (filter.idempotencyKey !== undefined || filter.parentId !== undefined) {
+    const key = filter.idempotencyKey !== undefined ? [{ sql: 'idempotency_key = ?', bindings: [filter.idempotencyKey] }] : [];
+    const parent = filter.parentId !== undefined ? [{ sql: 'parent_id = ?::uuid', bindings: [filter.parentId] }] : [];
+    return [toPart([...key, ...parent, ...given, ...common])];
   }
-  if (filter.status === 'running') return [part("status = 'running'")];
-  if (filter.status) return [part(`status = ${pg.escapeLiteral(filter.status)}`)];
-  return [part("status <> 'running'"), part("status = 'running'")];
+  if (filter.status) return [toPart([...given, ...common])];
+  return [toPart([status("status <> 'running'"), ...common]), toPart([status("status = 'running'"), ...common])];
 }
 
 /** The statement of listExecutions (exported for the tests that read its plans). */

@@ -9,6 +9,8 @@ import * as m007 from './migrations/007-child-executions';
 import * as m008 from './migrations/008-cancel-in-one-place';
 import * as m009 from './migrations/009-parallel-waits';
 import * as m010 from './migrations/010-workers';
+import * as m011 from './migrations/011-operate';
+import * as m012 from './migrations/012-find-executions';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -27,6 +29,8 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['008-cancel-in-one-place', m008],
   ['009-parallel-waits', m009],
   ['010-workers', m010],
+  ['011-operate', m011],
+  ['012-find-executions', m012],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {

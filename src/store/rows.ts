@@ -36,6 +36,8 @@ export interface ExecutionRecord {
   parentId: string | null;
   /** Attempts since one last recorded a step: what the task's retry budget counts. */
   attemptsSinceProgress: number;
+  /** The labels it was scheduled with, to find it by; empty when none. */
+  tags: string[];
   /** The event waits still open, earliest first; read by getExecution only (empty unless waiting). */
   openWaits?: OpenWait[];
 }
@@ -69,6 +71,8 @@ export interface ExecutionRow {
   error: ExecutionError | null;
   parent_id: string | null;
   attempts_since_progress: number;
+  /** NULL when none (never empty), so that the tag index holds tagged executions only. */
+  tags: string[] | null;
 }
 
 export function rowToExecution(row: ExecutionRow): ExecutionRecord {
@@ -94,6 +98,7 @@ export function rowToExecution(row: ExecutionRow): ExecutionRecord {
     error: row.error,
     parentId: row.parent_id ?? null,
     attemptsSinceProgress: row.attempts_since_progress ?? 0,
+    tags: row.tags ?? [],
   };
 }
 

@@ -14,7 +14,10 @@ export async function loadSteps(db: Db, executionId: string): Promise<StepRecord
 }
 
 /** What a replay needs of one recorded operation; the rest of the row stays in the database. */
-export type ReplayRecord = Pick<StepRecord, 'seq' | 'name' | 'kind' | 'completed' | 'result' | 'wakeAt' | 'startedAt' | 'outcome' | 'error' | 'failures'>;
+export type ReplayRecord = Pick<StepRecord, 'seq' | 'name' | 'kind' | 'completed' | 'result' | 'wakeAt' | 'startedAt' | 'outcome' | 'error' | 'failures'> & {
+  /** Failed attempts a step's retry budget no longer counts (an operator retried the execution). */
+  attemptBase: number;
+};
 
 /**
  * The history a replay walks, in one prepared statement that reads only what a replay uses: a
@@ -44,12 +47,13 @@ async function readReplayRows(db: Db, name: string, where: string, values: unkno
     outcome: StepOutcome | null;
     error: ExecutionError | null;
     failures: StepFailure[] | null;
+    attempt_base: number;
   }>(
     db,
     name,
     `SELECT seq, name, kind, completed, result, result IS NULL AS result_missing,
             (extract(epoch FROM wake_at) * 1000)::float8 AS wake_ms, (extract(epoch FROM started_at) * 1000)::float8 AS started_ms,
-            outcome, CASE WHEN NOT completed THEN error END AS error, CASE WHEN NOT completed THEN failures END AS failures
+            outcome, CASE WHEN NOT completed THEN error END AS error, CASE WHEN NOT completed THEN failures END AS failures, attempt_base
        FROM stepwise.steps WHERE ${where} ORDER BY seq`,
     values,
   );
@@ -65,6 +69,7 @@ async function readReplayRows(db: Db, name: string, where: string, values: unkno
     outcome: r.outcome,
     error: r.error,
     failures: r.failures ?? [],
+    attemptBase: r.attempt_base,
   }));
 }
 

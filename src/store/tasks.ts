@@ -1,4 +1,4 @@
-import { CHANNEL_TASKS } from './channels';
+import { CHANNEL_TASKS, CHANNEL_WORK } from './channels';
 import { queryRows, type Db, type Runner } from './db';
 import { TERMINAL_STATUS_LIST, toJsonb } from './rows';
 
@@ -12,6 +12,8 @@ export interface TaskRecord {
   cron: TaskCron | null;
   /** At most this many executions run at once over all workers, or null for no limit. */
   concurrencyLimit: number | null;
+  /** A paused task's executions are not claimed: pending ones stay pending. */
+  paused: boolean;
   updatedAt: Date;
 }
 
@@ -28,11 +30,12 @@ interface TaskRow {
   retry: unknown;
   cron: TaskCron | null;
   concurrency_limit: number | null;
+  paused: boolean;
   updated_at: Date;
 }
 
 function rowToTask(row: TaskRow): TaskRecord {
-  return { name: row.name, dataSchema: row.data_schema, eventSchemas: row.event_schemas ?? {}, retry: row.retry, cron: row.cron ?? null, concurrencyLimit: row.concurrency_limit ?? null, updatedAt: row.updated_at };
+  return { name: row.name, dataSchema: row.data_schema, eventSchemas: row.event_schemas ?? {}, retry: row.retry, cron: row.cron ?? null, concurrencyLimit: row.concurrency_limit ?? null, paused: row.paused ?? false, updatedAt: row.updated_at };
 }
 
 export interface TaskRegistration {
@@ -127,4 +130,20 @@ export async function countPendingNotDue(db: Db): Promise<number> {
 export async function readDataSchemaText(run: Runner, name: string): Promise<{ schema: string | null } | undefined> {
   const [row] = await run<{ schema: string | null }>('', 'SELECT data_schema::text AS schema FROM stepwise.tasks WHERE name = $1', [name]);
   return row;
+}
+
+/**
+ * Pauses or resumes a task; undefined when no worker registered it. A pause takes effect at the next
+ * claim (claims skip paused tasks in the statement itself); running executions finish. A resume wakes
+ * the workers at once, so what waited starts without waiting for a poll. Either way the API servers
+ * hear of it on CHANNEL_TASKS.
+ */
+export async function setTaskPaused(db: Db, name: string, paused: boolean): Promise<TaskRecord | undefined> {
+  const rows = await queryRows<TaskRow>(
+    db,
+    `UPDATE stepwise.tasks SET paused = ? WHERE name = ?
+     RETURNING *, pg_notify('${CHANNEL_TASKS}', name) IS NULL AS _t, CASE WHEN NOT paused THEN pg_notify('${CHANNEL_WORK}', name) END IS NULL AS _w`,
+    [paused, name],
+  );
+  return rows[0] ? rowToTask(rows[0]) : undefined;
 }

@@ -56,6 +56,8 @@ describe('executions', () => {
       output: null,
       error: null,
       parent_execution_id: null,
+      tags: [],
+      idempotency_key: null,
     });
   });
 
@@ -133,6 +135,7 @@ describe('tasks', () => {
       concurrency_limit: null,
       updated_at: expect.stringMatching(ISO_MS),
       workers: 0,
+      paused: false,
       counts: { pending: 1, running: 0, waiting: 0, completed: 0, failed: 0, cancelled: 1 },
     });
   });

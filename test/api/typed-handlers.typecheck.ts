@@ -20,6 +20,8 @@ const execution = {
   output: null,
   error: null,
   parent_execution_id: null,
+  idempotency_key: null,
+  tags: [],
 };
 
 export const good: Handler<'getExecution'> = async () => ({ status: 200, body: execution });

@@ -36,10 +36,10 @@ export interface ClaimedExecution {
  * lease expired (and was taken over here) can no longer write: all writes match on the token. Due times
  * compare against the database's now(), never a worker's clock.
  */
-export async function claimExecutions(db: Db, tasks: readonly string[], limit: number, leaseMs: number): Promise<ClaimedExecution[]> {
+export async function claimExecutions(db: Db, tasks: readonly string[], limit: number, leaseMs: number, workerId: string | null = null): Promise<ClaimedExecution[]> {
   if (limit <= 0 || tasks.length === 0) return [];
   const statements = claimStatements(tasks);
-  const rows = await preparedRows<ClaimRow>(db, statements.claimName, statements.claimSql, [limit, leaseMs / 1000]);
+  const rows = await preparedRows<ClaimRow>(db, statements.claimName, statements.claimSql, [limit, leaseMs / 1000, workerId]);
   return rows.map(toClaimed);
 }
 
@@ -54,10 +54,11 @@ export async function claimExecutionsBeforeCommit(
   tasks: readonly string[],
   limit: number,
   leaseMs: number,
+  workerId: string | null = null,
 ): Promise<{ claimed: ClaimedExecution[]; committed: Promise<void> }> {
   if (limit <= 0 || tasks.length === 0) return { claimed: [], committed: Promise.resolve() };
   const statements = claimStatements(tasks);
-  const { rows, commit } = await preparedRowsBeforeCommit<ClaimRow>(db, statements.claimName, statements.claimSql, [limit, leaseMs / 1000]);
+  const { rows, commit } = await preparedRowsBeforeCommit<ClaimRow>(db, statements.claimName, statements.claimSql, [limit, leaseMs / 1000, workerId]);
   return { claimed: rows.map(toClaimed), committed: commit };
 }
 
@@ -71,7 +72,7 @@ export async function claimExecutionsBeforeCommit(
  * right now, and this one claims nothing rather than wait (a stalled holder cannot stall its loop).
  * An execution counts from its claim until it finishes, sleeps, waits for an event, or is released.
  */
-export async function claimLimitedExecutions(db: Db, task: string, cap: number, limit: number, leaseMs: number): Promise<ClaimedExecution[]> {
+export async function claimLimitedExecutions(db: Db, task: string, cap: number, limit: number, leaseMs: number, workerId: string | null = null): Promise<ClaimedExecution[]> {
   if (limit <= 0) return [];
   const literal = pg.escapeLiteral(task);
   return withConnection(db, async (connection) => {
@@ -88,7 +89,7 @@ export async function claimLimitedExecutions(db: Db, task: string, cap: number, 
       let rows: ClaimRow[] = [];
       if (take > 0) {
         const statements = claimStatements([task]);
-        rows = (await connection.query<ClaimRow>({ name: statements.claimName, text: statements.claimSql, values: [take, leaseMs / 1000] })).rows;
+        rows = (await connection.query<ClaimRow>({ name: statements.claimName, text: statements.claimSql, values: [take, leaseMs / 1000, workerId] })).rows;
       }
       await connection.query('COMMIT');
       return rows.map(toClaimed);
@@ -144,11 +145,11 @@ export function claimStatements(tasks: readonly string[]): ClaimStatements {
     const suffix = createHash('sha256').update(key).digest('hex').slice(0, 16);
     statements = {
       claimName: `stepwise_claim_${suffix}`,
-      claimSql: `WITH ${claimCtes(list, '$1', '$2', 'TRUE')}
+      claimSql: `WITH ${claimCtes(list, '$1', '$2', '$3', 'TRUE')}
      SELECT ${CLAIM_COLUMNS} FROM claimed JOIN due USING (id)`,
       completeName: `stepwise_complete_and_claim_${suffix}`,
       completeSql: `WITH ${COMPLETE_CTES},
-     ${claimCtes(list, '$5', '$6', 'id <> ALL($1::uuid[])')}
+     ${claimCtes(list, '$5', '$6', '$7', 'id <> ALL($1::uuid[])')}
      SELECT c.*, CASE WHEN row_number() OVER () = 1 THEN d.completed_ids END AS completed_ids, (SELECT count(*) FROM notified) AS _n
        FROM (SELECT string_agg(id::text, ',') AS completed_ids FROM done) d
        LEFT JOIN (SELECT ${CLAIM_COLUMNS} FROM claimed JOIN due USING (id)) c ON true`,
@@ -189,16 +190,18 @@ const toClaimed = (r: ClaimRow): ClaimedExecution => ({
  * CTE, which the planner would turn into a scan of the whole table. SET expressions read the row's old
  * values. `exclude` is an extra condition on the due rows.
  */
-function claimCtes(tasks: string, limit: string, leaseSecs: string, exclude: string): string {
+function claimCtes(tasks: string, limit: string, leaseSecs: string, workerId: string, exclude: string): string {
   const range = (status: string) => `SELECT * FROM (
-           SELECT id, status, due_at FROM stepwise.executions
+           SELECT id, status, due_at, attempt, worker_id, attempt_started_at FROM stepwise.executions
             WHERE task = t.name AND ${status} AND due_at <= now() AND ${exclude}
             ORDER BY due_at
             LIMIT ${limit}
             FOR UPDATE SKIP LOCKED
          ) r`;
   return `due AS (
-       SELECT d.id, d.status FROM unnest(${tasks}) AS t(name)
+       SELECT d.id, d.status, d.attempt, d.worker_id, d.attempt_started_at
+         FROM (SELECT u.name FROM unnest(${tasks}) AS u(name)
+                WHERE NOT EXISTS (SELECT 1 FROM stepwise.tasks p WHERE p.name = u.name AND p.paused)) AS t
        CROSS JOIN LATERAL (
          ${range(FRESH)}
          UNION ALL
@@ -206,6 +209,11 @@ function claimCtes(tasks: string, limit: string, leaseSecs: string, exclude: str
        ) d
        ORDER BY d.due_at
        LIMIT ${limit}
+     ),
+     lost AS (
+       INSERT INTO stepwise.attempts (execution_id, attempt, worker_id, started_at, ended_at, outcome)
+       SELECT id, attempt, worker_id, attempt_started_at, now(), 'lost' FROM due WHERE status = 'running' AND attempt > 0
+       ON CONFLICT (execution_id, attempt) DO NOTHING
      ),
      claimed AS (
        UPDATE stepwise.executions e
@@ -215,6 +223,8 @@ function claimCtes(tasks: string, limit: string, leaseSecs: string, exclude: str
               lease_token = gen_random_uuid(),
               due_at = now() + make_interval(secs => ${leaseSecs}),
               started_at = coalesce(e.started_at, now()),
+              worker_id = ${workerId}::uuid,
+              attempt_started_at = CASE WHEN e.status = 'waiting' THEN e.attempt_started_at ELSE now() END,
               wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL
         WHERE e.id = ANY(ARRAY(SELECT id FROM due))
         RETURNING e.id, e.task, e.status, e.data, e.attempt, e.attempts_since_progress, e.steps_completed, e.lease_token, e.parent_id,
@@ -245,10 +255,11 @@ export async function completeAndClaimBeforeCommit(
   tasks: readonly string[],
   limit: number,
   leaseMs: number,
+  workerId: string | null = null,
 ): Promise<CompleteAndClaimResult> {
   if (limit <= 0 || tasks.length === 0) return { completed: await completeExecutions(db, items), claimed: [], committed: Promise.resolve() };
   if (items.length === 0) {
-    const claim = await claimExecutionsBeforeCommit(db, tasks, limit, leaseMs);
+    const claim = await claimExecutionsBeforeCommit(db, tasks, limit, leaseMs, workerId);
     return { completed: new Set(), claimed: claim.claimed, committed: claim.committed };
   }
   // One row at least (the LEFT JOIN), carrying the completed ids (comma-separated) on the first row only.
@@ -257,7 +268,7 @@ export async function completeAndClaimBeforeCommit(
     db,
     statements.completeName,
     statements.completeSql,
-    [...completionParams(items), limit, leaseMs / 1000],
+    [...completionParams(items), limit, leaseMs / 1000, workerId],
   );
   const completedIds = rows[0]?.completed_ids;
   return {

@@ -6,30 +6,41 @@ import { FAIL, startsFrom, writes } from './moves';
 
 /**
  * Marks an attempt failed: retried after `retryDelayMs` (on the database clock) when given, else the
- * execution is failed for good. Fenced like every worker write. A child execution's final failure
- * locks its parent first, as every statement that finishes a child does (see COMPLETE_CTES).
+ * execution is failed for good. Fenced like every worker write. The attempt is kept (outcome
+ * `retrying` or `failed`) with `attemptError`, which may carry a bounded stack for the operator. A
+ * child execution's final failure locks its parent first, as every statement that finishes a child
+ * does (see COMPLETE_CTES).
  */
-export async function failExecution(db: Db, lease: Lease, error: ExecutionError, retryDelayMs: number | null, parentId: string | null = null): Promise<boolean> {
-  const rows =
-    retryDelayMs === null
-      ? await queryRows<{ id: string }>(
-          db,
-          `WITH parent AS (
-             SELECT id FROM stepwise.executions WHERE id = ?::uuid FOR NO KEY UPDATE
-           )
-           UPDATE stepwise.executions
-              SET status = ${writes(FAIL, 'failed')}, error = ?::jsonb, completed_at = now(), due_at = NULL, lease_token = NULL, current_step = NULL
-            WHERE id = ? AND lease_token = ? AND ${startsFrom(FAIL)} AND (SELECT count(*) FROM parent) >= 0
-            RETURNING id, pg_notify('${CHANNEL_CHANGED}', id::text) IS NULL AS _n`,
-          [parentId, toJsonb(error), lease.id, lease.token],
-        )
-      : await queryRows<{ id: string }>(
-          db,
-          `UPDATE stepwise.executions
-              SET status = ${writes(FAIL, 'pending')}, error = ?::jsonb, due_at = now() + make_interval(secs => ?), lease_token = NULL, current_step = NULL
-            WHERE id = ? AND lease_token = ? AND ${startsFrom(FAIL)}
-            RETURNING id`,
-          [toJsonb(error), retryDelayMs / 1000, lease.id, lease.token],
-        );
+export async function failExecution(
+  db: Db,
+  lease: Lease,
+  error: ExecutionError,
+  retryDelayMs: number | null,
+  parentId: string | null = null,
+  attemptError: ExecutionError & { stack?: string } = error,
+): Promise<boolean> {
+  const final = retryDelayMs === null;
+  const rows = await queryRows<{ id: string }>(
+    db,
+    `WITH parent AS (
+       SELECT id FROM stepwise.executions WHERE ? AND id = ?::uuid FOR NO KEY UPDATE
+     ),
+     failed AS (
+       UPDATE stepwise.executions
+          SET status = CASE WHEN ? THEN ${writes(FAIL, 'failed')} ELSE ${writes(FAIL, 'pending')} END, error = ?::jsonb,
+              completed_at = CASE WHEN ? THEN now() END,
+              due_at = CASE WHEN ? THEN NULL ELSE now() + make_interval(secs => ?) END,
+              lease_token = NULL, current_step = NULL
+        WHERE id = ? AND lease_token = ? AND ${startsFrom(FAIL)} AND (SELECT count(*) FROM parent) >= 0
+        RETURNING id, attempt, worker_id, attempt_started_at
+     ),
+     kept AS (
+       INSERT INTO stepwise.attempts (execution_id, attempt, worker_id, started_at, ended_at, outcome, error)
+       SELECT id, attempt, worker_id, attempt_started_at, now(), ?, ?::jsonb FROM failed
+       ON CONFLICT (execution_id, attempt) DO UPDATE SET ended_at = EXCLUDED.ended_at, outcome = EXCLUDED.outcome, error = EXCLUDED.error
+     )
+     SELECT id, CASE WHEN ? THEN pg_notify('${CHANNEL_CHANGED}', id::text) END IS NULL AS _n FROM failed`,
+    [final, parentId, final, toJsonb(error), final, final, (retryDelayMs ?? 0) / 1000, lease.id, lease.token, final ? 'failed' : 'retrying', toJsonb(attemptError), final],
+  );
   return rows.length > 0;
 }

@@ -33,7 +33,10 @@ export const SUSPEND = move('suspend', ['running'], ['waiting']);
 /** A client (or a cancelled ancestor) cancels it. */
 export const CANCEL = move('cancel', ACTIVE_STATUSES, ['cancelled']);
 
-export const MOVES: readonly Move[] = Object.freeze([CLAIM, COMPLETE, FAIL, RELEASE, RETURN_UNSTARTED, SUSPEND, CANCEL]);
+/** An operator retries a failed or cancelled execution from where it stopped. */
+export const RETRY = move('retry', ['failed', 'cancelled'], ['pending']);
+
+export const MOVES: readonly Move[] = Object.freeze([CLAIM, COMPLETE, FAIL, RELEASE, RETURN_UNSTARTED, SUSPEND, CANCEL, RETRY]);
 
 function sqlStatus(status: ExecutionStatus): string {
   return `'${status}'`;

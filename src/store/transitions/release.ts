@@ -6,17 +6,25 @@ import { RELEASE, RETURN_UNSTARTED, startsFrom, writes } from './moves';
 
 /**
  * Hands executions back (worker shutdown): they turn pending and due now, so any worker picks them up
- * at once; a NOTIFY wakes one.
+ * at once; a NOTIFY wakes one. The attempt is kept with the outcome `released`.
  */
 export async function releaseExecutions(db: Db, leases: readonly Lease[]): Promise<Set<string>> {
   if (leases.length === 0) return new Set();
   const rows = await queryRows<{ id: string }>(
     db,
-    `UPDATE stepwise.executions e
-        SET status = ${writes(RELEASE, 'pending')}, due_at = now(), lease_token = NULL, current_step = NULL
-       FROM unnest(?::uuid[], ?::uuid[]) AS l(id, token)
-      WHERE e.id = l.id AND e.lease_token = l.token AND ${startsFrom(RELEASE, 'e.status')}
-      RETURNING e.id, pg_notify('${CHANNEL_WORK}', e.task) IS NULL AS _n`,
+    `WITH released AS (
+       UPDATE stepwise.executions e
+          SET status = ${writes(RELEASE, 'pending')}, due_at = now(), lease_token = NULL, current_step = NULL
+         FROM unnest(?::uuid[], ?::uuid[]) AS l(id, token)
+        WHERE e.id = l.id AND e.lease_token = l.token AND ${startsFrom(RELEASE, 'e.status')}
+        RETURNING e.id, e.task, e.attempt, e.worker_id, e.attempt_started_at
+     ),
+     kept AS (
+       INSERT INTO stepwise.attempts (execution_id, attempt, worker_id, started_at, ended_at, outcome)
+       SELECT id, attempt, worker_id, attempt_started_at, now(), 'released' FROM released WHERE attempt > 0
+       ON CONFLICT (execution_id, attempt) DO NOTHING
+     )
+     SELECT id, pg_notify('${CHANNEL_WORK}', task) IS NULL AS _n FROM released`,
     [leases.map((l) => l.id), leases.map((l) => l.token)],
   );
   return new Set(rows.map((r) => r.id));
