@@ -9,6 +9,8 @@ export const EXIT = Object.freeze({
   ok: 0,
   /** The server answered with an error (the envelope's status and code are printed). */
   apiError: 1,
+  /** A bulk action's confirmation was answered no (or not at all): nothing was changed. */
+  declined: 1,
   /** Bad arguments, options or JSON input; nothing was sent. */
   usage: 2,
   /** The server could not be reached (refused, unknown host, timed out, TLS). */
@@ -25,8 +27,9 @@ export const EXIT = Object.freeze({
 export const EXIT_CODES_HELP = `
 Exit codes of the operator commands (executions, events, tasks, workers):
   0  done (for "executions wait": the execution completed)
-  1  the server answered with an error, printed as "stepwise: <status> <code>: <message>"
-  2  usage: bad arguments, options or JSON input
+  1  the server answered with an error, printed as "stepwise: <status> <code>: <message>",
+     or a bulk action was not confirmed (nothing was changed)
+  2  usage: bad arguments, options or JSON input, or a bulk action without a filter or --yes
   3  the server cannot be reached at --url
   4  "executions wait": the execution failed
   5  "executions wait": the execution was cancelled

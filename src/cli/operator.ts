@@ -4,96 +4,34 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { Command, InvalidArgumentError, Option } from 'commander';
-import { createStepwiseClient, StepwiseWaitTimeoutError, type Execution, type StepwiseClient } from '../client';
+import { Option, type Command } from 'commander';
+import { StepwiseWaitTimeoutError, type Execution, type StepwiseClient } from '../client';
 import { EXECUTION_STATUSES, isTerminal } from '../domain/status';
-import { describeFailure, EXIT, EXIT_CODES_HELP, OutcomeError, UsageError } from './failures';
-import { sanitize } from './format';
+import { collect, parseCount, parseInstantOption, parseSeconds } from './arguments';
+import { addBulkCommands } from './bulk';
+import { DEFAULT_URL, print, printJson, withClient, withConnectionOptions, type ConnectionFlags } from './command-runner';
+import { EXIT, EXIT_CODES_HELP, OutcomeError, UsageError } from './failures';
 import { isJsonObject, readJsonInput } from './json-input';
 import {
+  renderAttempts,
   renderCancelled,
   renderDelivered,
   renderExecution,
   renderExecutionList,
+  renderPauseState,
+  renderRetried,
   renderScheduled,
   renderSteps,
   renderTasks,
   renderWorkers,
 } from './render';
 
-/** Where the operator commands look for a server when neither --url nor STEPWISE_URL says. */
-export const DEFAULT_URL = 'http://127.0.0.1:8080';
+export { DEFAULT_URL };
 
 /** The version in package.json (two levels up from both src/cli and dist/cli). */
 export function packageVersion(): string {
   const file = path.join(__dirname, '..', '..', 'package.json');
   return (JSON.parse(fs.readFileSync(file, 'utf8')) as { version: string }).version;
-}
-
-interface ConnectionFlags {
-  url: string;
-  token?: string;
-  json?: boolean;
-}
-
-function parseCount(minimum: number) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < minimum) {
-      throw new InvalidArgumentError(minimum === 0 ? 'must be an integer, 0 or more' : `must be an integer, ${minimum} or more`);
-    }
-    return n;
-  };
-}
-
-function parseSeconds(value: string): number {
-  const n = Number(value);
-  if (value.trim() === '' || !Number.isFinite(n) || n < 0) throw new InvalidArgumentError('must be a number of seconds, 0 or more');
-  return n;
-}
-
-/** The base URL for the client, or a UsageError for anything that is not http(s). */
-function checkUrl(url: string): string {
-  const protocol = URL.canParse(url) ? new URL(url).protocol : undefined;
-  if (protocol !== 'http:' && protocol !== 'https:') {
-    throw new UsageError(`--url must be an http:// or https:// URL, such as ${DEFAULT_URL}; got ${JSON.stringify(url)}`);
-  }
-  return url.replace(/\/+$/, '');
-}
-
-function print(text: string): void {
-  process.stdout.write(text);
-}
-
-function printJson(document: unknown): void {
-  process.stdout.write(`${JSON.stringify(document, null, 2)}\n`);
-}
-
-/**
- * Runs one command's body with a client for --url and --token. Whatever it throws ends as one
- * line on stderr and the matching exit code (set, not forced, so stdout is flushed first).
- */
-async function withClient(flags: ConnectionFlags, body: (client: StepwiseClient) => Promise<void>): Promise<void> {
-  // A reader that stops early (`| head`) is not an error worth a stack.
-  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
-    if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
-  });
-  try {
-    const client = createStepwiseClient({ baseUrl: checkUrl(flags.url), token: flags.token || undefined });
-    await body(client);
-  } catch (err) {
-    const { line, exitCode } = describeFailure(err, flags.url);
-    process.stderr.write(`stepwise: ${sanitize(line)}\n`);
-    process.exitCode = exitCode;
-  }
-}
-
-/** --url, --token and --json, on every operator command. */
-function withConnectionOptions(cmd: Command): Command {
-  return cmd
-    .addOption(new Option('--url <url>', 'the Stepwise server, with its base path if it has one').env('STEPWISE_URL').default(DEFAULT_URL))
-    .addOption(new Option('--token <token>', 'API bearer token (prefer the environment variable: flags show in ps)').env('STEPWISE_TOKEN'))
-    .option('--json', "print the API's JSON answer as-is, one document, instead of text");
 }
 
 /**
@@ -110,6 +48,19 @@ function commandGroup(program: Command, name: string, description: string): Comm
       process.exit(err.exitCode === 0 ? EXIT.ok : EXIT.usage);
     })
     .addHelpText('after', EXIT_CODES_HELP);
+}
+
+interface ListFlags extends ConnectionFlags {
+  status?: Execution['status'];
+  task?: string;
+  parent?: string;
+  tag?: string[];
+  idempotencyKey?: string;
+  createdAfter?: string;
+  createdBefore?: string;
+  limit?: number;
+  offset?: number;
+  order?: 'asc' | 'desc';
 }
 
 /** Waits for the end of execution `id`, prints it, and ends with the code its status calls for. */
@@ -136,21 +87,29 @@ async function waitForEnd(client: StepwiseClient, id: string, timeoutSeconds: nu
 }
 
 function addExecutionCommands(program: Command): void {
-  const executions = commandGroup(program, 'executions', 'list, inspect, schedule, wait for and cancel executions');
+  const executions = commandGroup(program, 'executions', 'list, inspect, schedule, wait for, cancel and retry executions, one or many');
 
   withConnectionOptions(executions.command('list').description('list executions, newest first'))
     .addOption(new Option('--status <status>', 'only executions in this status').choices(EXECUTION_STATUSES))
     .option('--task <name>', 'only executions of this task')
     .option('--parent <id>', 'only the child executions this execution started')
+    .option('--tag <tag>', 'only executions with this tag; repeat it for executions with every tag given', collect)
+    .option('--idempotency-key <key>', 'only the execution scheduled with this key')
+    .option('--created-after <instant>', 'only executions created at or after this ISO 8601 instant, such as 2024-10-30T00:00:00Z', parseInstantOption)
+    .option('--created-before <instant>', 'only executions created before this ISO 8601 instant', parseInstantOption)
     .option('--limit <n>', 'page size, up to 500 (default 50)', parseCount(1))
     .option('--offset <n>', 'executions to skip (default 0)', parseCount(0))
     .addOption(new Option('--order <order>', 'newest first (desc) or oldest first (asc)').choices(['asc', 'desc']))
-    .action(async (flags: ConnectionFlags & { status?: Execution['status']; task?: string; parent?: string; limit?: number; offset?: number; order?: 'asc' | 'desc' }) =>
+    .action(async (flags: ListFlags) =>
       withClient(flags, async (client) => {
         const list = await client.list({
           status: flags.status,
           task: flags.task,
           parent_execution_id: flags.parent,
+          tag: flags.tag,
+          idempotency_key: flags.idempotencyKey,
+          created_after: flags.createdAfter,
+          created_before: flags.createdBefore,
           limit: flags.limit,
           offset: flags.offset,
           order: flags.order,
@@ -179,12 +138,13 @@ function addExecutionCommands(program: Command): void {
     .option('--data-file <file>', 'read the input from this file (- for stdin)')
     .option('--key <idempotency-key>', 'at most one execution per key: a repeat returns the existing one')
     .option('--start-at <instant>', 'start no earlier than this ISO 8601 instant with a time zone, such as 2030-01-06T09:00:00Z')
+    .option('--tag <tag>', 'a label to find the execution by (executions list --tag); repeat it for several, up to 20', collect)
     .option('-q, --quiet', 'print only the execution id')
-    .action(async (task: string, inline: string | undefined, flags: ConnectionFlags & { dataFile?: string; key?: string; startAt?: string; quiet?: boolean }) =>
+    .action(async (task: string, inline: string | undefined, flags: ConnectionFlags & { dataFile?: string; key?: string; startAt?: string; tag?: string[]; quiet?: boolean }) =>
       withClient(flags, async (client) => {
         const data = await readJsonInput({ inline, file: flags.dataFile, name: 'DATA', fileFlag: '--data-file', fallback: {} });
         if (!isJsonObject(data)) throw new UsageError(`the data must be a JSON object, such as '{"orderId":"A-1"}'; got ${JSON.stringify(data)?.slice(0, 60)}`);
-        const { created, ...scheduled } = await client.schedule(task, data, { idempotencyKey: flags.key, startAt: flags.startAt });
+        const { created, ...scheduled } = await client.schedule(task, data, { idempotencyKey: flags.key, startAt: flags.startAt, tags: flags.tag });
         if (flags.json) printJson(scheduled);
         else print(flags.quiet ? `${scheduled.execution_id}\n` : renderScheduled(scheduled, created));
       }),
@@ -220,6 +180,36 @@ function addExecutionCommands(program: Command): void {
       else print(renderSteps(items));
     }),
   );
+
+  withConnectionOptions(
+    executions
+      .command('attempts')
+      .description('every attempt of an execution, oldest first: its outcome, worker, timing and error')
+      .argument('<id>', 'the execution id'),
+  )
+    .option('--stack', "also print the stack trace recorded with each attempt's error")
+    .action(async (id: string, flags: ConnectionFlags & { stack?: boolean }) =>
+      withClient(flags, async (client) => {
+        const attempts = await client.listAttempts(id);
+        if (flags.json) printJson({ attempts });
+        else print(renderAttempts(attempts, flags.stack === true));
+      }),
+    );
+
+  withConnectionOptions(
+    executions
+      .command('retry')
+      .description('put a failed or cancelled execution back to pending, to resume from where it stopped (its completed steps are not run again)')
+      .argument('<id>', 'the execution id'),
+  ).action(async (id: string, flags: ConnectionFlags) =>
+    withClient(flags, async (client) => {
+      const retried = await client.retry(id);
+      if (flags.json) printJson(retried);
+      else print(renderRetried(retried));
+    }),
+  );
+
+  addBulkCommands(executions);
 }
 
 function addEventCommands(program: Command): void {
@@ -244,12 +234,36 @@ function addEventCommands(program: Command): void {
 }
 
 function addTaskAndWorkerCommands(program: Command): void {
-  const tasks = commandGroup(program, 'tasks', 'the tasks workers have registered');
-  withConnectionOptions(tasks.command('list').description('registered tasks with their executions counted by status')).action(async (flags: ConnectionFlags) =>
+  const tasks = commandGroup(program, 'tasks', 'the tasks workers have registered; pause and resume them');
+  withConnectionOptions(tasks.command('list').description('registered tasks, whether each is paused, and their executions counted by status')).action(
+    async (flags: ConnectionFlags) =>
+      withClient(flags, async (client) => {
+        const items = await client.listTasks();
+        if (flags.json) printJson({ items });
+        else print(renderTasks(items));
+      }),
+  );
+
+  withConnectionOptions(
+    tasks
+      .command('pause')
+      .description("stop claiming a task's executions: new ones are accepted and stay pending, running ones finish")
+      .argument('<name>', 'the task name'),
+  ).action(async (name: string, flags: ConnectionFlags) =>
     withClient(flags, async (client) => {
-      const items = await client.listTasks();
-      if (flags.json) printJson({ items });
-      else print(renderTasks(items));
+      const state = await client.pauseTask(name);
+      if (flags.json) printJson(state);
+      else print(renderPauseState(state));
+    }),
+  );
+
+  withConnectionOptions(
+    tasks.command('resume').description("let workers claim a paused task's executions again, at once").argument('<name>', 'the task name'),
+  ).action(async (name: string, flags: ConnectionFlags) =>
+    withClient(flags, async (client) => {
+      const state = await client.resumeTask(name);
+      if (flags.json) printJson(state);
+      else print(renderPauseState(state));
     }),
   );
 

@@ -1,5 +1,18 @@
 /** The operator commands' human output, one function per kind of answer. `--json` bypasses all of it. */
-import type { CancelledExecution, EventDelivered, Execution, ExecutionList, ScheduledExecution, Step, Task, WorkerInfo } from '../client';
+import type {
+  Attempt,
+  BulkResult,
+  CancelledExecution,
+  EventDelivered,
+  Execution,
+  ExecutionList,
+  RetriedExecution,
+  ScheduledExecution,
+  Step,
+  Task,
+  TaskPauseState,
+  WorkerInfo,
+} from '../client';
 import { compactJson, formatSpan, formatUtc, formatWhen, renderFields, renderTable, sanitize, truncate } from './format';
 
 const NAME_MAX = 40;
@@ -21,8 +34,8 @@ export function renderExecutionList(list: ExecutionList): string {
     return total === 0 ? 'no executions\n' : `no executions from offset ${offset} (${plural(total, 'execution')} in all)\n`;
   }
   const table = renderTable(
-    [{ header: 'id' }, { header: 'task', max: NAME_MAX }, { header: 'status' }, { header: 'created (UTC)' }, { header: 'duration', align: 'right' }],
-    executions.map((e) => [e.execution_id, e.task, e.status, formatUtc(e.created_at), formatSpan(e.started_at, e.completed_at)]),
+    [{ header: 'id' }, { header: 'task', max: NAME_MAX }, { header: 'status' }, { header: 'created (UTC)' }, { header: 'duration', align: 'right' }, { header: 'tags', max: 40 }],
+    executions.map((e) => [e.execution_id, e.task, e.status, formatUtc(e.created_at), formatSpan(e.started_at, e.completed_at), e.tags.join(',')]),
   );
   const last = offset + executions.length;
   const more = last < total ? ` (next page: --offset ${last})` : '';
@@ -42,6 +55,8 @@ export function renderExecution(e: Execution): string {
     fields.push(['waiting for', `event "${w.event_name}" since ${formatUtc(w.since)}${w.timeout_at ? `, times out ${formatWhen(w.timeout_at)}` : ''}`]);
   }
   if (e.parent_execution_id) fields.push(['parent', e.parent_execution_id]);
+  if (e.idempotency_key !== null) fields.push(['key', e.idempotency_key]);
+  if (e.tags.length > 0) fields.push(['tags', e.tags.join(', ')]);
   fields.push(['created', formatWhen(e.created_at)]);
   if (e.start_at) fields.push(['start at', formatWhen(e.start_at)]);
   fields.push(['started', formatWhen(e.started_at)], ['completed', formatWhen(e.completed_at)]);
@@ -110,6 +125,7 @@ export function renderTasks(tasks: readonly Task[]): string {
   return renderTable(
     [
       { header: 'name', max: NAME_MAX },
+      { header: 'paused' },
       { header: 'workers', align: 'right' },
       ...(['pending', 'running', 'waiting', 'completed', 'failed', 'cancelled'] as const).map((header) => ({ header, align: 'right' as const })),
       { header: 'limit', align: 'right' },
@@ -117,6 +133,7 @@ export function renderTasks(tasks: readonly Task[]): string {
     ],
     tasks.map((t) => [
       t.name,
+      t.paused ? 'yes' : 'no',
       String(t.workers),
       ...[t.counts.pending, t.counts.running, t.counts.waiting, t.counts.completed, t.counts.failed, t.counts.cancelled].map(String),
       t.concurrency_limit === null ? '–' : String(t.concurrency_limit),
@@ -168,4 +185,54 @@ export function renderCancelled(c: CancelledExecution): string {
 
 export function renderDelivered(d: EventDelivered): string {
   return `delivered event "${truncate(sanitize(d.event_name), NAME_MAX)}" to execution ${d.execution_id} (now ${d.execution_status})\n`;
+}
+
+/** The answer to a retry: the execution is pending again. */
+export function renderRetried(r: RetriedExecution): string {
+  return `retried execution ${r.execution_id} (now ${r.status})\n`;
+}
+
+/**
+ * What a bulk action did. `matched` reaching the limit means more may match: a second run takes
+ * them, since what the first one changed no longer matches.
+ */
+export function renderBulkResult(r: BulkResult, limit: number): string {
+  const more = r.matched >= limit ? `\nthe limit (${limit}) was reached: more executions may match; run the command again for them` : '';
+  return `matched ${r.matched}, changed ${r.changed}${more}\n`;
+}
+
+/** The answer to a pause or a resume: whether the task is paused now. */
+export function renderPauseState(p: TaskPauseState): string {
+  return `task ${truncate(sanitize(p.name), NAME_MAX)} is ${p.paused ? 'paused: its executions are not claimed until it is resumed' : 'not paused'}\n`;
+}
+
+/** An attempt's outcome; null means it has not ended (running, or suspended in a sleep or a wait). */
+function attemptOutcome(a: Attempt): string {
+  return a.outcome ?? 'in progress';
+}
+
+/** A stack trace, its lines indented under a heading; each line is sanitized on its own. */
+function renderStack(a: Attempt): string {
+  const lines = (a.error?.stack ?? '').split(/\r?\n/).filter((line) => line.trim() !== '');
+  return [`attempt ${a.attempt} (${attemptOutcome(a)}):`, ...lines.map((line) => `  ${sanitize(line.trimEnd())}`)].join('\n') + '\n';
+}
+
+/** An execution's attempts, oldest first; with `stacks`, after the table the stack of each attempt that recorded one. */
+export function renderAttempts(attempts: readonly Attempt[], stacks: boolean, nowMs = Date.now()): string {
+  if (attempts.length === 0) return 'no attempts yet (the execution has not been claimed by a worker)\n';
+  const table = renderTable(
+    [
+      { header: 'attempt', align: 'right' },
+      { header: 'outcome' },
+      { header: 'worker' },
+      { header: 'started (UTC)' },
+      { header: 'duration', align: 'right' },
+      { header: 'error', max: 100 },
+    ],
+    attempts.map((a) => [String(a.attempt), attemptOutcome(a), a.worker_id ?? '–', formatUtc(a.started_at), formatSpan(a.started_at, a.ended_at, nowMs), describeError(a.error)]),
+  );
+  if (!stacks) return table;
+  const traced = attempts.filter((a) => a.error?.stack);
+  if (traced.length === 0) return `${table}\nno stack traces recorded\n`;
+  return `${table}\nStack traces\n${traced.map(renderStack).join('\n')}`;
 }

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 
@@ -17,6 +18,18 @@ export interface CliRunOptions {
   /** Written to the command's stdin, which is then closed (else stdin is empty). */
   stdin?: string;
   timeoutMs?: number;
+  /**
+   * Run it on a pseudo-terminal (util-linux `script`), so that stdin is a TTY: stdout and stderr
+   * then arrive together in `stdout` (the prompt, the answer's echo and the output, `\r\n` made `\n`).
+   */
+  tty?: boolean;
+}
+
+/** Whether `runStepwise(…, { tty: true })` can run here: it needs util-linux's `script`. */
+export const canRunOnTty = ['/usr/bin/script', '/bin/script'].some((file) => fs.existsSync(file));
+
+function shellQuote(arg: string): string {
+  return `'${arg.replace(/'/g, `'\\''`)}'`;
 }
 
 /**
@@ -26,9 +39,13 @@ export interface CliRunOptions {
 export function runStepwise(args: string[], options: CliRunOptions = {}): Promise<CliRun> {
   const { STEPWISE_URL: _url, STEPWISE_TOKEN: _token, ...inherited } = process.env;
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
+    const command = [process.execPath, BIN, ...args];
+    // -e: script exits with the command's code; -E never: the pipe fed to it is not echoed back.
+    const [file, argv] = options.tty ? ['script', ['-qe', '-E', 'never', '-c', command.map(shellQuote).join(' '), '/dev/null']] : [command[0], command.slice(1)];
+    const child = spawn(file, argv, {
       cwd: ROOT,
-      env: { ...inherited, STEPWISE_FROM_SOURCE: '1', LOG_LEVEL: 'warn', ...options.env },
+      // script runs the command line with $SHELL: a POSIX shell reads the quoting above.
+      env: { ...inherited, STEPWISE_FROM_SOURCE: '1', LOG_LEVEL: 'warn', ...(options.tty ? { SHELL: '/bin/sh' } : {}), ...options.env },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -42,7 +59,7 @@ export function runStepwise(args: string[], options: CliRunOptions = {}): Promis
     }, options.timeoutMs ?? 60000);
     child.once('exit', (code) => {
       clearTimeout(timer);
-      resolve({ code, stdout, stderr });
+      resolve({ code, stdout: options.tty ? stdout.replace(/\r\n/g, '\n') : stdout, stderr });
     });
   });
 }

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { defineTask, NonRetryableError, Type } from '../../src/index';
 import type { Worker } from '../../src/engine/worker';
 import { startTestApi, type TestApi } from '../helpers/api-server';
-import { closedPort, runStepwise, type CliRunOptions } from '../helpers/stepwise-cli';
+import { canRunOnTty, closedPort, runStepwise, type CliRunOptions } from '../helpers/stepwise-cli';
 import { waitUntil } from '../helpers/wait-until';
 import { startWorker } from '../helpers/worker';
 
@@ -84,6 +84,28 @@ async function statusOf(id: string, status: string): Promise<void> {
   await waitUntil(async () => (await api.client.get(id)).status === status, `${id} to be ${status}`);
 }
 
+/** A tag of this test's own, so that a filter finds only the executions the test scheduled. */
+function freshTag(name: string): string {
+  return `${name}-${Math.random().toString(36).slice(2, 10)}`;
+}
+
+/** The same instant written with a +01:00 offset, as an operator in Paris might type it. */
+function inParis(iso: string): string {
+  return new Date(Date.parse(iso) + 3600_000).toISOString().replace('Z', '+01:00');
+}
+
+/** Schedules `count` op-sleepy executions with `tags` and waits until each sleeps. */
+async function sleepers(count: number, tags: string[]): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i += 1) ids.push((await api.client.schedule('op-sleepy', {}, { tags })).execution_id);
+  for (const id of ids) await statusOf(id, 'waiting');
+  return ids;
+}
+
+async function statusesOf(ids: readonly string[]): Promise<string[]> {
+  return Promise.all(ids.map(async (id) => (await api.client.get(id)).status));
+}
+
 /** A table's cells: the header line and the rows, split on the two-space column gaps. */
 function tableOf(stdout: string): { header: string[]; rows: string[][]; lines: string[] } {
   const lines = stdout.trimEnd().split('\n');
@@ -130,7 +152,7 @@ describe('stepwise executions', () => {
     await api.client.cancel(delayed.stdout.trim());
   });
 
-  test('list prints aligned ID, TASK, STATUS, CREATED, DURATION columns and filters by --status and --task', async () => {
+  test('list prints aligned ID, TASK, STATUS, CREATED, DURATION, TAGS columns and filters by --status and --task', async () => {
     const { execution_id: done } = await api.client.schedule('op-quick', { n: 5 });
     const { execution_id: asleep } = await api.client.schedule('op-sleepy');
     await statusOf(done, 'completed');
@@ -139,7 +161,7 @@ describe('stepwise executions', () => {
     const r = await stepwise(['executions', 'list', '--task', 'op-quick', '--status', 'completed']);
     expect(r).toMatchObject({ code: 0, stderr: '' });
     const { header, rows, lines } = tableOf(r.stdout);
-    expect(header).toEqual(['ID', 'TASK', 'STATUS', 'CREATED (UTC)', 'DURATION']);
+    expect(header).toEqual(['ID', 'TASK', 'STATUS', 'CREATED (UTC)', 'DURATION', 'TAGS']);
     const row = rows.find((cells) => cells[0] === done);
     expect(row?.slice(1, 3)).toEqual(['op-quick', 'completed']);
     expect(row?.[3]).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/);
@@ -178,7 +200,8 @@ describe('stepwise executions', () => {
     expect(text.stdout).toMatch(/^task +op-quick$/m);
     expect(text.stdout).toMatch(/^status +completed$/m);
     expect(text.stdout).toMatch(/^steps +1 completed$/m);
-    expect(text.stdout).toMatch(/^created +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(.+ ago\)$/m);
+    // Under half a second old reads "now": a CLI that starts fast may get there that soon.
+    expect(text.stdout).toMatch(/^created +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \((now|.+ ago)\)$/m);
     expect(text.stdout).toMatch(/^data +\{"n":21\}$/m);
     expect(text.stdout).toMatch(/^output +\{"doubled":42\}$/m);
     expect(text.stdout).toMatch(/^error +–$/m);
@@ -264,6 +287,220 @@ describe('stepwise executions', () => {
   });
 });
 
+describe('stepwise executions: tags, keys and creation times', () => {
+  test('schedule --tag labels an execution; list --tag, --idempotency-key, --created-after and --created-before find it', async () => {
+    const tag = freshTag('op-find');
+    const first = await stepwise(['executions', 'schedule', 'op-sleepy', '--tag', tag, '--tag', 'eu', '--key', `${tag}-key`, '-q']);
+    expect(first).toMatchObject({ code: 0, stderr: '' });
+    const a = first.stdout.trim();
+    const b = (await stepwise(['executions', 'schedule', 'op-sleepy', '--tag', tag, '-q'])).stdout.trim();
+    const [createdA, createdB] = await Promise.all([a, b].map(async (id) => (await api.client.get(id)).created_at));
+    expect(await api.client.get(a)).toMatchObject({ tags: [tag, 'eu'], idempotency_key: `${tag}-key` });
+
+    const ids = (r: { stdout: string }) => (JSON.parse(r.stdout) as { executions: { execution_id: string }[] }).executions.map((e) => e.execution_id);
+    const [both, tagged, byKey, window, text] = await Promise.all([
+      stepwise(['executions', 'list', '--tag', tag, '--tag', 'eu', '--json']),
+      stepwise(['executions', 'list', '--tag', tag, '--order', 'asc', '--json']),
+      stepwise(['executions', 'list', '--idempotency-key', `${tag}-key`, '--json']),
+      // An offset is written back in UTC; after is inclusive and before exclusive.
+      stepwise(['executions', 'list', '--tag', tag, '--created-after', inParis(createdA), '--created-before', inParis(createdB), '--json']),
+      stepwise(['executions', 'list', '--tag', tag, '--tag', 'eu']),
+    ]);
+    expect(ids(both)).toEqual([a]);
+    expect(ids(tagged)).toEqual([a, b]);
+    expect(ids(byKey)).toEqual([a]);
+    expect(ids(window)).toEqual(createdA < createdB ? [a] : []);
+    expect(JSON.parse(both.stdout)).toEqual(await api.client.list({ tag: [tag, 'eu'] }));
+    const table = tableOf(text.stdout);
+    expect(table.rows[0][0]).toBe(a);
+    expect(table.rows[0][table.header.indexOf('TAGS')]).toBe(`${tag},eu`);
+    expect(text.stdout.trimEnd().split('\n').at(-1)).toBe('1-1 of 1 execution');
+    const shown = (await stepwise(['executions', 'get', a])).stdout;
+    expect(shown).toMatch(new RegExp(`^key +${tag}-key$`, 'm'));
+    expect(shown).toMatch(new RegExp(`^tags +${tag}, eu$`, 'm'));
+    expect((await stepwise(['executions', 'get', b])).stdout).not.toMatch(/^key /m);
+    for (const id of [a, b]) await api.client.cancel(id);
+  });
+});
+
+describe('stepwise executions attempts and retry', () => {
+  test('retry puts a failed execution back; attempts then lists both attempts with outcome, worker and error, --stack their stacks, --json the API answer', async () => {
+    const { execution_id: id } = await api.client.schedule('op-doomed');
+    await statusOf(id, 'failed');
+    const retried = await stepwise(['executions', 'retry', id]);
+    expect(retried).toMatchObject({ code: 0, stdout: `retried execution ${id} (now pending)\n`, stderr: '' });
+    await waitUntil(async () => (await api.client.get(id)).status === 'failed' && (await api.client.listAttempts(id)).length === 2, `${id} to fail again`);
+
+    const [text, stacks, json] = await Promise.all([
+      stepwise(['executions', 'attempts', id]),
+      stepwise(['executions', 'attempts', id, '--stack']),
+      stepwise(['executions', 'attempts', id, '--json']),
+    ]);
+    expect(text).toMatchObject({ code: 0, stderr: '' });
+    const { header, rows } = tableOf(text.stdout);
+    expect(header).toEqual(['ATTEMPT', 'OUTCOME', 'WORKER', 'STARTED (UTC)', 'DURATION', 'ERROR']);
+    expect(rows.map((cells) => [cells[0], cells[1], cells[2], cells[5]])).toEqual([
+      ['1', 'failed', worker.id, 'NonRetryableError: the order was declined'],
+      ['2', 'failed', worker.id, 'NonRetryableError: the order was declined'],
+    ]);
+    expect(rows[0][3]).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/);
+    expect(rows[0][4]).toMatch(/^\d+ ms$|^\d+\.\d s$/);
+
+    const attempts = await api.client.listAttempts(id);
+    expect(JSON.parse(json.stdout)).toEqual({ attempts });
+    expect(stacks.stdout.startsWith(text.stdout)).toBe(true);
+    const [, traces] = stacks.stdout.split('\nStack traces\n');
+    expect(traces).toMatch(/^attempt 1 \(failed\):\n  NonRetryableError: the order was declined\n/);
+    expect(traces).toContain('\nattempt 2 (failed):\n  NonRetryableError: the order was declined\n');
+    expect(traces).toMatch(/^ {4,}at .*cli-operator\.test\.ts:\d+:\d+\)?$/m);
+    expect(text.stdout).not.toContain('    at ');
+  });
+
+  test('attempts of a pending execution says there are none yet; retry --json prints the API answer', async () => {
+    const { execution_id: later } = await api.client.schedule('op-sleepy', {}, { startAt: new Date(Date.now() + 3600_000) });
+    const none = await stepwise(['executions', 'attempts', later]);
+    expect(none).toMatchObject({ code: 0, stdout: 'no attempts yet (the execution has not been claimed by a worker)\n', stderr: '' });
+    await api.client.cancel(later);
+    const json = await stepwise(['executions', 'retry', later, '--json']);
+    expect(json).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(json.stdout)).toEqual({ execution_id: later, status: 'pending' });
+    await statusOf(later, 'waiting'); // a retry is due at once: it ran to its sleep
+    await api.client.cancel(later);
+  });
+
+  test('retry of a completed execution is one 409 line and exit 1, like cancel; of an unknown one a 404', async () => {
+    const { execution_id: done } = await api.client.schedule('op-quick', { n: 2 });
+    await api.client.wait(done, { deadlineMs: 10000 });
+    const [refused, missing, attemptsOfMissing] = await Promise.all([
+      stepwise(['executions', 'retry', done]),
+      stepwise(['executions', 'retry', 'no-such-id']),
+      stepwise(['executions', 'attempts', 'no-such-id']),
+    ]);
+    expect(refused).toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr: `stepwise: 409 execution_not_retryable: execution ${done} is completed and cannot be retried; only a failed or cancelled one can\n`,
+    });
+    expect(missing).toMatchObject({ code: 1, stdout: '', stderr: 'stepwise: 404 execution_not_found: execution "no-such-id" was not found\n' });
+    expect(attemptsOfMissing).toMatchObject({ code: 1, stdout: '', stderr: 'stepwise: 404 execution_not_found: execution "no-such-id" was not found\n' });
+    expect((await api.client.get(done)).status).toBe('completed');
+  });
+});
+
+describe('stepwise executions bulk-cancel and bulk-retry', () => {
+  test('bulk-cancel --yes cancels what the filter matches and prints "matched N, changed M"; bulk-retry puts them back, --limit at a time', async () => {
+    const tag = freshTag('op-bulk');
+    const ids = await sleepers(3, [tag]);
+    const [bystander] = await sleepers(1, []);
+
+    const cancelled = await stepwise(['executions', 'bulk-cancel', '--tag', tag, '--task', 'op-sleepy', '--yes']);
+    expect(cancelled).toMatchObject({ code: 0, stdout: 'matched 3, changed 3\n', stderr: '' });
+    expect(await statusesOf(ids)).toEqual(['cancelled', 'cancelled', 'cancelled']);
+    expect((await api.client.get(bystander)).status).toBe('waiting');
+
+    const firstTwo = await stepwise(['executions', 'bulk-retry', '--tag', tag, '--limit', '2', '-y']);
+    expect(firstTwo).toMatchObject({ code: 0, stderr: '' });
+    expect(firstTwo.stdout).toBe('matched 2, changed 2\nthe limit (2) was reached: more executions may match; run the command again for them\n');
+    expect((await statusesOf(ids))[2]).toBe('cancelled'); // oldest first
+    const rest = await stepwise(['executions', 'bulk-retry', '--tag', tag, '--status', 'cancelled', '--yes', '--json']);
+    expect(rest).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(rest.stdout)).toEqual({ matched: 1, changed: 1 });
+    for (const id of ids) await statusOf(id, 'waiting');
+
+    const nothing = await stepwise(['executions', 'bulk-retry', '--tag', tag, '--yes']);
+    expect(nothing).toMatchObject({ code: 0, stdout: 'matched 0, changed 0\n', stderr: '' });
+    await api.client.bulkCancel({ tag: [tag] });
+    await api.client.cancel(bystander);
+  });
+
+  test('without a filter, with --all and a filter, or without --yes when stdin is no terminal, it refuses with exit 2 and changes nothing', async () => {
+    const [sleeper] = await sleepers(1, []);
+    const counts = async () => Promise.all((['cancelled', 'failed', 'waiting'] as const).map(async (status) => (await api.client.list({ status })).total));
+    const before = await counts();
+    const runs = await Promise.all([
+      stepwise(['executions', 'bulk-cancel', '--yes']),
+      stepwise(['executions', 'bulk-retry', '--limit', '5', '--json', '--yes']),
+      stepwise(['executions', 'bulk-cancel', '--all', '--task', 'op-sleepy', '--yes']),
+      stepwise(['executions', 'bulk-cancel', '--task', 'op-sleepy']),
+      stepwise(['executions', 'bulk-retry', '--all']),
+      stepwise(['executions', 'bulk-retry', '--status', 'completed', '--yes']),
+      stepwise(['executions', 'bulk-cancel', '--tag', 'x', '--limit', '10001', '--yes']),
+      stepwise(['executions', 'bulk-cancel', '--created-after', '2024-10-30T00:00', '--yes']),
+    ]);
+    for (const r of runs) expect(r).toMatchObject({ code: 2, stdout: '' });
+    expect(runs.map((r) => r.stderr.trim())).toEqual([
+      'stepwise: bulk-cancel needs a filter (--task, --status, --tag, --created-after or --created-before), or --all to cancel every pending, running or waiting execution',
+      'stepwise: bulk-retry needs a filter (--task, --status, --tag, --created-after or --created-before), or --all to retry every failed or cancelled execution',
+      'stepwise: --all means no filter: give either --all or filters, not both',
+      'stepwise: bulk-cancel asks before it acts, but stdin is not a terminal: add --yes to cancel without asking',
+      'stepwise: bulk-retry asks before it acts, but stdin is not a terminal: add --yes to retry without asking',
+      "stepwise: option '--status <status>' argument 'completed' is invalid. Allowed choices are failed, cancelled.",
+      "stepwise: option '--limit <n>' argument '10001' is invalid. must be an integer, from 1 to 10000",
+      "stepwise: option '--created-after <instant>' argument '2024-10-30T00:00' is invalid. must be an ISO 8601 instant with a time zone, such as 2024-10-30T00:00:00Z",
+    ]);
+    expect(await counts()).toEqual(before);
+    expect((await api.client.get(sleeper)).status).toBe('waiting');
+    await api.client.cancel(sleeper);
+  });
+
+  (canRunOnTty ? test : test.skip)('on a terminal it counts what matches and asks first: only y goes ahead', async () => {
+    const tag = freshTag('op-ask');
+    const ids = await sleepers(2, [tag]);
+    const onTty = (args: string[], answer: string) => stepwise(args, { tty: true, stdin: answer });
+
+    const declined = await onTty(['executions', 'bulk-cancel', '--tag', tag], 'n\n');
+    expect(declined.code).toBe(1);
+    expect(declined.stdout).toBe(`2 pending, running or waiting executions match (tag ${tag}). Cancel them? [y/N] stepwise: not confirmed: nothing was cancelled\n`);
+    expect(await statusesOf(ids)).toEqual(['waiting', 'waiting']);
+
+    const silent = await onTty(['executions', 'bulk-cancel', '--tag', tag, '--status', 'waiting'], '');
+    expect(silent.code).toBe(1);
+    expect(silent.stdout).toBe(`2 waiting executions match (tag ${tag}). Cancel them? [y/N] \nstepwise: not confirmed: nothing was cancelled\n`);
+
+    const accepted = await onTty(['executions', 'bulk-cancel', '--tag', tag], 'yes\n');
+    expect(accepted.code).toBe(0);
+    expect(accepted.stdout).toBe(`2 pending, running or waiting executions match (tag ${tag}). Cancel them? [y/N] matched 2, changed 2\n`);
+    expect(await statusesOf(ids)).toEqual(['cancelled', 'cancelled']);
+
+    const everything = await onTty(['executions', 'bulk-retry', '--all', '--limit', '1'], 'N\n');
+    expect(everything.code).toBe(1);
+    expect(everything.stdout).toMatch(/^\d+ failed or cancelled executions match \(no filter: --all\)\. Retry the oldest 1 of them \(--limit\)\? \[y\/N\] stepwise: not confirmed: nothing was retried\n$/);
+    expect(await statusesOf(ids)).toEqual(['cancelled', 'cancelled']);
+  });
+});
+
+describe('stepwise tasks pause and resume', () => {
+  test('pause stops claims and tasks list shows it; resume lets the pending execution run; --json prints the API answer', async () => {
+    try {
+      const paused = await stepwise(['tasks', 'pause', 'op-quick']);
+      expect(paused).toMatchObject({ code: 0, stdout: 'task op-quick is paused: its executions are not claimed until it is resumed\n', stderr: '' });
+      const { execution_id: id } = await api.client.schedule('op-quick', { n: 3 });
+      const [list, json] = await Promise.all([stepwise(['tasks', 'list']), stepwise(['tasks', 'list', '--json'])]);
+      expect(tableOf(list.stdout).rows.find((cells) => cells[0] === 'op-quick')?.slice(0, 2)).toEqual(['op-quick', 'yes']);
+      expect(tableOf(list.stdout).rows.find((cells) => cells[0] === 'op-doomed')?.slice(0, 2)).toEqual(['op-doomed', 'no']);
+      expect((JSON.parse(json.stdout) as { items: { name: string; paused: boolean }[] }).items.find((t) => t.name === 'op-quick')?.paused).toBe(true);
+      expect((await api.client.get(id)).status).toBe('pending');
+
+      const again = await stepwise(['tasks', 'pause', 'op-quick', '--json']);
+      expect(JSON.parse(again.stdout)).toEqual({ name: 'op-quick', paused: true });
+      const resumed = await stepwise(['tasks', 'resume', 'op-quick']);
+      expect(resumed).toMatchObject({ code: 0, stdout: 'task op-quick is not paused\n', stderr: '' });
+      expect((await api.client.wait(id, { deadlineMs: 10000 })).output).toEqual({ doubled: 6 });
+      const json2 = await stepwise(['tasks', 'resume', 'op-quick', '--json']);
+      expect(JSON.parse(json2.stdout)).toEqual({ name: 'op-quick', paused: false });
+    } finally {
+      await api.client.resumeTask('op-quick');
+    }
+  });
+
+  test('pause or resume of a task no worker registered is one 404 line and exit 1', async () => {
+    const [pause, resume] = await Promise.all([stepwise(['tasks', 'pause', 'op-nobody-serves']), stepwise(['tasks', 'resume', 'op-nobody-serves'])]);
+    for (const r of [pause, resume]) {
+      expect(r).toMatchObject({ code: 1, stdout: '', stderr: 'stepwise: 404 task_not_found: task "op-nobody-serves" is not registered\n' });
+    }
+  });
+});
+
 describe('stepwise events send', () => {
   test('delivers the payload and the execution resumes; a payload its schema refuses is one 422 line', async () => {
     const { execution_id: id } = await api.client.schedule('op-approval');
@@ -305,11 +542,11 @@ describe('stepwise tasks list and workers', () => {
     const [text, json] = await Promise.all([stepwise(['tasks', 'list']), stepwise(['tasks', 'list', '--json'])]);
     expect(text).toMatchObject({ code: 0, stderr: '' });
     const { header, rows } = tableOf(text.stdout);
-    expect(header).toEqual(['NAME', 'WORKERS', 'PENDING', 'RUNNING', 'WAITING', 'COMPLETED', 'FAILED', 'CANCELLED', 'LIMIT', 'CRON']);
+    expect(header).toEqual(['NAME', 'PAUSED', 'WORKERS', 'PENDING', 'RUNNING', 'WAITING', 'COMPLETED', 'FAILED', 'CANCELLED', 'LIMIT', 'CRON']);
     const tasks = await api.client.listTasks();
     expect(rows.map((cells) => cells[0])).toEqual(tasks.map((t) => t.name));
     const doomedTask = tasks.find((t) => t.name === 'op-doomed');
-    expect(rows.find((cells) => cells[0] === 'op-doomed')).toEqual(['op-doomed', '1', '0', '0', '0', '0', String(doomedTask?.counts.failed), '0', '–', '–']);
+    expect(rows.find((cells) => cells[0] === 'op-doomed')).toEqual(['op-doomed', 'no', '1', '0', '0', '0', '0', String(doomedTask?.counts.failed), '0', '–', '–']);
     expect(JSON.parse(json.stdout)).toEqual({ items: tasks });
   });
 
@@ -350,6 +587,7 @@ describe('stepwise operator errors and connection', () => {
       stepwise(['executions', 'schedule', 'op-quick', '[1,2]']),
       stepwise(['executions', 'schedule', 'op-quick', '--data-file', '/nonexistent/data.json']),
       stepwise(['executions', 'wait', 'x', '--timeout', 'soon']),
+      stepwise(['executions', 'list', '--created-before', 'yesterday']),
       stepwise(['executions', 'frobnicate']),
       runStepwise(['tasks', 'list', '--url', 'localhost:8080']),
     ]);
@@ -365,6 +603,7 @@ describe('stepwise operator errors and connection', () => {
       'stepwise: the data must be a JSON object, such as \'{"orderId":"A-1"}\'; got [1,2]',
       'stepwise: --data-file /nonexistent/data.json does not exist',
       "stepwise: option '--timeout <seconds>' argument 'soon' is invalid. must be a number of seconds, 0 or more",
+      "stepwise: option '--created-before <instant>' argument 'yesterday' is invalid. must be an ISO 8601 instant with a time zone, such as 2024-10-30T00:00:00Z",
       "stepwise: unknown command 'frobnicate'",
       'stepwise: --url must be an http:// or https:// URL, such as http://127.0.0.1:8080; got "localhost:8080"',
     ]);
@@ -411,5 +650,10 @@ describe('stepwise operator errors and connection', () => {
     expect(help.code).toBe(0);
     for (const command of ['executions', 'events', 'tasks', 'workers']) expect(help.stdout).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
     expect(help.stdout).toContain('3  the server cannot be reached at --url');
+    const [executions, tasks, bulk] = await Promise.all([runStepwise(['executions', '--help']), runStepwise(['tasks', '--help']), runStepwise(['executions', 'bulk-cancel', '--help'])]);
+    for (const command of ['attempts', 'retry', 'bulk-cancel', 'bulk-retry']) expect(executions.stdout).toMatch(new RegExp(`^  ${command} \\[options\\]`, 'm'));
+    for (const command of ['pause', 'resume']) expect(tasks.stdout).toMatch(new RegExp(`^  ${command} \\[options\\] <name>`, 'm'));
+    expect(bulk.stdout).toContain('A filter is required');
+    expect(bulk.stdout).toContain('--yes is required');
   });
 });
