@@ -39,16 +39,28 @@ export function describeThrown(thrown: unknown, retryable: boolean, maxMessage =
   return { type: replaceUnstorableText(cutText(type, MAX_TYPE_CHARS)), message: replaceUnstorableText(cutMessage(message, maxMessage)), retryable };
 }
 
-/** describeThrown with the stack of an Error, cut to at most `maxStackBytes` bytes of UTF-8. */
+/** How many `cause`s a stack follows: wrappers rarely nest deeper, and a cycle must end. */
+const MAX_CAUSES = 4;
+
+/**
+ * describeThrown with the stack of an Error, cut to at most `maxStackBytes` bytes of UTF-8. The stacks
+ * of its causes follow, each after `Caused by: `: a failed step's StepFailedError is thrown by the
+ * engine, and the line of the task that threw is in its cause's stack.
+ */
 export function describeThrownWithStack(thrown: unknown, retryable: boolean, maxStackBytes = 8192): ThrownDescriptionWithStack {
   const description = describeThrown(thrown, retryable);
-  let stack: unknown;
+  const stacks: string[] = [];
+  let current: unknown = thrown;
   try {
-    stack = isError(thrown) ? thrown.stack : undefined;
+    for (let depth = 0; depth <= MAX_CAUSES && isError(current); depth++) {
+      if (typeof current.stack === 'string') stacks.push(current.stack);
+      current = current.cause;
+    }
   } catch {
-    stack = undefined;
+    // A getter that throws: keep the stacks read so far.
   }
-  return typeof stack === 'string' ? { ...description, stack: cutBytes(replaceUnstorableText(stack), maxStackBytes) } : description;
+  if (stacks.length === 0) return description;
+  return { ...description, stack: cutBytes(replaceUnstorableText(stacks.join('\nCaused by: ')), maxStackBytes) };
 }
 
 /** Errors of other realms too (a vm context, a test runner's sandbox), where instanceof fails. */

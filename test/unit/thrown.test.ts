@@ -102,6 +102,20 @@ describe('errors as stored', () => {
   });
 });
 
+describe('stacks with their causes', () => {
+  test("a wrapper's stack is followed by its causes' stacks, a cycle ends, a non-Error cause is left out", () => {
+    const root = new Error('payment gateway timed out');
+    const wrapper = new Error('step "charge" failed', { cause: root });
+    expect(describeThrownWithStack(wrapper, false).stack).toBe(`${wrapper.stack}\nCaused by: ${root.stack}`);
+    const a = new Error('a');
+    const b = new Error('b', { cause: a });
+    (a as { cause?: unknown }).cause = b;
+    expect(describeThrownWithStack(b, false).stack?.split('Caused by: ')).toHaveLength(5);
+    const plain = new Error('x', { cause: 'text' });
+    expect(describeThrownWithStack(plain, false).stack).toBe(plain.stack);
+  });
+});
+
 describe('value previews for messages', () => {
   test('JSON where the value is JSON, readable forms elsewhere, cut with an ellipsis', () => {
     expect(previewValue({ a: [1, 'x', null], b: undefined })).toBe('{"a":[1,"x",null]}');
