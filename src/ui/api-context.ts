@@ -1,12 +1,15 @@
 import { createContext } from 'preact';
 import { useContext, useEffect } from 'preact/hooks';
 import { StepwiseApiError, type StepwiseClient } from '../client';
+import type { TimeZoneChoice } from './time-zone';
 
-/** What every page needs: the typed client, the auto-refresh switch, and where to report errors. */
+/** What every page needs: the typed client, the auto-refresh switch, the time zone, and where to report errors. */
 export interface Api {
   client: StepwiseClient;
   basePath: string;
   autoRefresh: boolean;
+  /** The zone every instant is shown (and typed) in. */
+  timeZone: TimeZoneChoice;
   /** Opens the token dialog (the server answered 401). */
   requestToken(): void;
   navigate(hash: string): void;

@@ -1,12 +1,14 @@
-/** The dashboard shell: navigation, hash routing, the auto-refresh switch and the token dialog. */
+/** The dashboard shell: navigation, hash routing, the auto-refresh and time-zone switches, and the token dialog. */
 import { useCallback, useEffect, useMemo, useState } from 'preact/hooks';
 import { createStepwiseClient } from '../client';
 import { ApiContext, type Api } from './api-context';
 import { ExecutionPage } from './execution-page';
 import { ExecutionsPage } from './executions-page';
+import { browserTimeZoneName, readTimeZone, saveTimeZone } from './preferences';
 import { parseRoute } from './routes';
 import { readToken, saveToken } from './session';
 import { TasksPage } from './tasks-page';
+import { isTimeZoneChoice, type TimeZoneChoice } from './time-zone';
 import { TokenDialog } from './token-dialog';
 import { WorkersPage } from './workers-page';
 
@@ -20,18 +22,45 @@ function useHash(): string {
   return hash;
 }
 
+/** UTC or the browser's zone, for every instant the dashboard shows and every date it is given. */
+function TimeZoneSwitch({ value, onChange }: { value: TimeZoneChoice; onChange(zone: TimeZoneChoice): void }) {
+  const local = browserTimeZoneName();
+  return (
+    <label class="switch" title="The time zone of every time shown, and of the dates you type; remembered in this browser">
+      Times{' '}
+      <select
+        class="dark"
+        data-testid="time-zone"
+        value={value}
+        onChange={(e) => {
+          const zone = e.currentTarget.value;
+          if (isTimeZoneChoice(zone)) onChange(zone);
+        }}
+      >
+        <option value="utc">UTC</option>
+        <option value="local">{local ? `Local (${local})` : 'Local'}</option>
+      </select>
+    </label>
+  );
+}
+
 export function App({ basePath }: { basePath: string }) {
   const hash = useHash();
   const route = parseRoute(hash);
   const [token, setToken] = useState(readToken);
   const [asking, setAsking] = useState(false);
   const [autoRefresh, setAutoRefresh] = useState(true);
+  const [timeZone, setTimeZone] = useState(readTimeZone);
   const client = useMemo(() => createStepwiseClient({ baseUrl: `${location.origin}${basePath}`, token }), [basePath, token]);
   const requestToken = useCallback(() => setAsking(true), []);
   const api: Api = useMemo(
-    () => ({ client, basePath, autoRefresh, requestToken, navigate: (h: string) => void (location.hash = h) }),
-    [client, basePath, autoRefresh, requestToken],
+    () => ({ client, basePath, autoRefresh, timeZone, requestToken, navigate: (h: string) => void (location.hash = h) }),
+    [client, basePath, autoRefresh, timeZone, requestToken],
   );
+  const chooseTimeZone = (zone: TimeZoneChoice) => {
+    saveTimeZone(zone);
+    setTimeZone(zone);
+  };
   const applyToken = (value: string | undefined) => {
     saveToken(value);
     setToken(value);
@@ -59,6 +88,7 @@ export function App({ basePath }: { basePath: string }) {
           </a>
         </nav>
         <div class="spacer" />
+        <TimeZoneSwitch value={timeZone} onChange={chooseTimeZone} />
         <label class="switch" title="Refresh lists and the open execution every 2 seconds">
           <input type="checkbox" checked={autoRefresh} onChange={(e) => setAutoRefresh(e.currentTarget.checked)} data-testid="auto-refresh" /> Auto-refresh
         </label>

@@ -1,29 +1,66 @@
 /** Small shared pieces of the dashboard: status badges, times, JSON blocks, error boxes. */
 import type { ComponentChildren } from 'preact';
 import { StepwiseApiError, type ExecutionStatus } from '../client';
-import { formatInstant, formatJson, formatRelative } from '../domain/format';
+import { formatJson, formatRelative } from '../domain/format';
+import { useApi } from './api-context';
 import type { JsonProblem } from './json-input';
+import { formatInstantIn } from './time-zone';
 
 export function StatusBadge({ status }: { status: ExecutionStatus | string }) {
   return <span class={`status status-${status}`} data-status={status}>{status}</span>;
 }
 
-/** An instant in UTC with the relative time as a tooltip (or the other way round with `relative`). */
+/** Formats an instant (ISO or epoch ms) in the zone the operator chose in the header. */
+export function useFormatInstant(): (instant: string | number | null | undefined) => string {
+  const { timeZone } = useApi();
+  return (instant) => formatInstantIn(instant, timeZone);
+}
+
+/** An instant in the chosen zone with the relative time as a tooltip (or the other way round with `relative`). */
 export function Instant({ iso, now, relative = false }: { iso: string | null | undefined; now: number; relative?: boolean }) {
+  const format = useFormatInstant();
   if (!iso) return <span class="muted">–</span>;
-  const abs = formatInstant(iso);
+  const abs = format(iso);
   const rel = formatRelative(Date.parse(iso), now);
   return <time dateTime={iso} title={relative ? abs : rel}>{relative ? rel : abs}</time>;
+}
+
+/** Tags as chips; each a link when `href` is given (the list filtered by it). */
+export function TagChips({ tags, href }: { tags: readonly string[]; href?: (tag: string) => string }) {
+  if (tags.length === 0) return <span class="muted">–</span>;
+  return (
+    <span class="tags" data-testid="tags">
+      {tags.map((tag) =>
+        href ? (
+          <a key={tag} class="chip tag" href={href(tag)} title={`Executions tagged ${tag}`}>
+            {tag}
+          </a>
+        ) : (
+          <span key={tag} class="chip tag">
+            {tag}
+          </span>
+        ),
+      )}
+    </span>
+  );
 }
 
 export function JsonBlock({ value, testId }: { value: unknown; testId?: string }) {
   return <pre class="json" data-testid={testId}>{formatJson(value)}</pre>;
 }
 
-export function Section({ title, children, testId }: { title: string; children: ComponentChildren; testId?: string }) {
+/** A card with a heading; `aside` sits at the heading's right (a card's own action). */
+export function Section({ title, aside, children, testId }: { title: ComponentChildren; aside?: ComponentChildren; children: ComponentChildren; testId?: string }) {
   return (
     <section class="card" data-testid={testId}>
-      <h2>{title}</h2>
+      {aside ? (
+        <div class="card-head">
+          <h2>{title}</h2>
+          {aside}
+        </div>
+      ) : (
+        <h2>{title}</h2>
+      )}
       {children}
     </section>
   );

@@ -1,11 +1,14 @@
-/** One execution: its facts, what it waits for, its timeline, and the cancel and deliver-event actions. */
+/** One execution: its facts, what it waits for, its timeline and attempts, and the cancel, retry and deliver-event actions. */
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
-import type { Execution, ExecutionList, Step, Task } from '../client';
+import type { Attempt, Execution, ExecutionList, Step, Task } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
-import { ApiErrorBox, Instant, JsonBlock, Section, StatusBadge } from './components';
-import { elapsedMs, formatDuration, formatInstant, formatRelative, previewJson } from '../domain/format';
-import { routeHref } from './routes';
+import { AttemptsSection } from './attempts-section';
+import { ApiErrorBox, Instant, JsonBlock, Section, StatusBadge, TagChips, useFormatInstant } from './components';
+import { elapsedMs, formatDuration, formatRelative, previewJson } from '../domain/format';
+import { CancelButton, RetryButton } from './execution-actions';
+import { routeHref, withFilter } from './routes';
+import { isTerminal } from './statuses';
 import { buildTimeline, describeWait, type TimelineEntry } from './timeline';
 import { usePolling } from './use-polling';
 import { EventForm } from './event-form';
@@ -13,20 +16,20 @@ import { ExecutionsTable } from './executions-table';
 
 const REFRESH_MS = 2000;
 const TASKS_REFRESH_MS = 5000;
-const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 
 function WaitInfo({ execution, steps, now }: { execution: Execution; steps: Step[]; now: number }) {
+  const formatInstant = useFormatInstant();
   const wait = describeWait(execution, steps, now);
   if (!wait) return null;
   let text: string;
   switch (wait.kind) {
     case 'event':
       text =
-        `Waiting for event “${wait.eventName}” since ${formatInstant(new Date(wait.sinceMs).toISOString())}` +
-        (wait.timeoutMs === null ? ', with no timeout.' : `; times out ${formatInstant(new Date(wait.timeoutMs).toISOString())} (${formatRelative(wait.timeoutMs, now)}).`);
+        `Waiting for event “${wait.eventName}” since ${formatInstant(wait.sinceMs)}` +
+        (wait.timeoutMs === null ? ', with no timeout.' : `; times out ${formatInstant(wait.timeoutMs)} (${formatRelative(wait.timeoutMs, now)}).`);
       break;
     case 'sleep':
-      text = `Sleeping in “${wait.name}”` + (wait.untilMs === null ? '.' : ` until ${formatInstant(new Date(wait.untilMs).toISOString())} (${formatRelative(wait.untilMs, now)}).`);
+      text = `Sleeping in “${wait.name}”` + (wait.untilMs === null ? '.' : ` until ${formatInstant(wait.untilMs)} (${formatRelative(wait.untilMs, now)}).`);
       break;
     case 'child':
       return (
@@ -42,10 +45,10 @@ function WaitInfo({ execution, steps, now }: { execution: Execution; steps: Step
       text = `Pending a retry after attempt ${wait.attempt} failed: ${wait.reason}`;
       break;
     case 'scheduled':
-      text = `Scheduled to start ${formatInstant(new Date(wait.startMs).toISOString())} (${formatRelative(wait.startMs, now)}).`;
+      text = `Scheduled to start ${formatInstant(wait.startMs)} (${formatRelative(wait.startMs, now)}).`;
       break;
     case 'queued':
-      text = `Queued for a worker since ${formatInstant(new Date(wait.sinceMs).toISOString())} (${formatRelative(wait.sinceMs, now)}).`;
+      text = `Queued for a worker since ${formatInstant(wait.sinceMs)} (${formatRelative(wait.sinceMs, now)}).`;
       break;
     case 'running':
       text = wait.step ? `Running “${wait.step}”.` : 'Running.';
@@ -74,11 +77,22 @@ function NoWorkerWarning({ execution, tasks }: { execution: Execution; tasks: Ta
   );
 }
 
+/** A paused task's executions are not claimed: a pending one stays pending until the task resumes. */
+function PausedWarning({ execution, task }: { execution: Execution; task: Task | undefined }) {
+  if (!task?.paused || (execution.status !== 'pending' && execution.status !== 'waiting')) return null;
+  return (
+    <p class="warning-box" role="status" data-testid="paused-warning">
+      Task “{task.name}” is paused: {execution.status === 'pending' ? 'it stays pending' : 'it will not resume'} until the task is resumed on the{' '}
+      <a href={routeHref({ page: 'tasks' })}>tasks page</a>.
+    </p>
+  );
+}
+
 const KIND_LABEL: Record<TimelineEntry['kind'], string> = { step: 'step', sleep: 'sleep', event: 'event wait', child: 'child' };
 
-function entryNote(e: TimelineEntry, now: number): string {
+function entryNote(e: TimelineEntry, now: number, formatInstant: (ms: number) => string): string {
   if (e.kind === 'sleep') {
-    if (e.state === 'sleeping' && e.deadlineMs !== null) return `until ${formatInstant(new Date(e.deadlineMs).toISOString())} (${formatRelative(e.deadlineMs, now)})`;
+    if (e.state === 'sleeping' && e.deadlineMs !== null) return `until ${formatInstant(e.deadlineMs)} (${formatRelative(e.deadlineMs, now)})`;
     return e.state === 'completed' ? 'woke up' : '';
   }
   if (e.kind === 'event') {
@@ -98,6 +112,7 @@ function entryNote(e: TimelineEntry, now: number): string {
 }
 
 function Timeline({ execution, steps, now }: { execution: Execution; steps: Step[]; now: number }) {
+  const formatInstant = useFormatInstant();
   if (steps.length === 0) return <p class="muted">No steps recorded yet.</p>;
   const timeline = buildTimeline(execution, steps, now);
   return (
@@ -116,53 +131,10 @@ function Timeline({ execution, steps, now }: { execution: Execution; steps: Step
             {formatDuration(e.durationMs)}
             {e.state !== 'completed' && <em> {e.state}</em>}
           </span>
-          <span class="tl-note">{entryNote(e, now)}</span>
+          <span class="tl-note">{entryNote(e, now, formatInstant)}</span>
         </li>
       ))}
     </ol>
-  );
-}
-
-function CancelButton({ execution, onDone }: { execution: Execution; onDone(): void }) {
-  const { client } = useApi();
-  const [confirming, setConfirming] = useState(false);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(undefined);
-  useAuthPrompt(error);
-  if (TERMINAL.has(execution.status)) return null;
-  const cancel = async () => {
-    setBusy(true);
-    setError(undefined);
-    try {
-      await client.cancel(execution.execution_id);
-      setConfirming(false);
-      onDone();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
-  };
-  return (
-    <div class="actions">
-      {!confirming && (
-        <button type="button" class="danger" data-testid="cancel" onClick={() => setConfirming(true)}>
-          Cancel execution
-        </button>
-      )}
-      {confirming && (
-        <>
-          <span>Cancel this execution? A running handler is aborted.</span>
-          <button type="button" class="danger" data-testid="confirm-cancel" disabled={busy} onClick={cancel}>
-            Yes, cancel
-          </button>
-          <button type="button" onClick={() => setConfirming(false)}>
-            Keep it
-          </button>
-        </>
-      )}
-      <ApiErrorBox error={error} testId="cancel-error" />
-    </div>
   );
 }
 
@@ -179,14 +151,14 @@ export function ExecutionPage({ id }: { id: string }) {
   const { client, autoRefresh } = useApi();
   const [terminal, setTerminal] = useState(false);
   const [delivered, setDelivered] = useState<string | undefined>(undefined);
-  const polled = usePolling<{ execution: Execution; steps: Step[]; children?: ExecutionList }>(
+  const polled = usePolling<{ execution: Execution; steps: Step[]; attempts: Attempt[]; children?: ExecutionList }>(
     async () => {
-      const [execution, steps] = await Promise.all([client.get(id), client.listSteps(id)]);
+      const [execution, steps, attempts] = await Promise.all([client.get(id), client.listSteps(id), client.listAttempts(id)]);
       // Only an execution whose handler started children has any to list.
       const children = steps.some((s) => s.kind === 'child') ? await client.list({ parent_execution_id: id, order: 'asc', limit: CHILDREN_SHOWN }) : undefined;
       // A finished parent's children may still run: keep refreshing while any does.
-      setTerminal(TERMINAL.has(execution.status) && (children?.executions ?? []).every((c) => TERMINAL.has(c.status)));
-      return { execution, steps, children };
+      setTerminal(isTerminal(execution.status) && (children?.executions ?? []).every((c) => isTerminal(c.status)));
+      return { execution, steps, attempts, children };
     },
     [client, id],
     // A finished execution does not change any more: stop asking.
@@ -205,7 +177,7 @@ export function ExecutionPage({ id }: { id: string }) {
       </div>
     );
   }
-  const { execution: x, steps, children } = polled.data;
+  const { execution: x, steps, attempts, children } = polled.data;
   const task = tasks.data?.find((t) => t.name === x.task);
   const ran = elapsedMs(x.started_at, x.completed_at, now);
   return (
@@ -218,8 +190,10 @@ export function ExecutionPage({ id }: { id: string }) {
       </div>
       <ApiErrorBox error={polled.error} />
       <WaitInfo execution={x} steps={steps} now={now} />
+      <PausedWarning execution={x} task={task} />
       <NoWorkerWarning execution={x} tasks={tasks.data} />
       <CancelButton execution={x} onDone={polled.reload} />
+      <RetryButton execution={x} onDone={polled.reload} />
       <div class="columns">
         <Section title="Facts">
           <dl class="facts">
@@ -239,10 +213,24 @@ export function ExecutionPage({ id }: { id: string }) {
                 </a>
               </Fact>
             )}
+            {x.idempotency_key !== null && (
+              <Fact label="Idempotency key">
+                <span class="mono" data-testid="idempotency-key">
+                  {x.idempotency_key}
+                </span>
+              </Fact>
+            )}
+            {x.tags.length > 0 && (
+              <Fact label="Tags">
+                <TagChips tags={x.tags} href={(tag) => routeHref(withFilter({ offset: 0, limit: 20 }, { tags: [tag] }))} />
+              </Fact>
+            )}
             <Fact label="Steps completed">{x.steps_completed}</Fact>
             <Fact label="Current step">{x.current_step ?? <span class="muted">–</span>}</Fact>
             <Fact label="Created">
-              <Instant iso={x.created_at} now={now} />
+              <span data-testid="created-at">
+                <Instant iso={x.created_at} now={now} />
+              </span>
             </Fact>
             {x.start_at !== null && (
               <Fact label="Scheduled for">
@@ -280,7 +268,7 @@ export function ExecutionPage({ id }: { id: string }) {
         </Section>
       </div>
       {/* Once the task list has answered: the form's event names and skeleton come from the task. */}
-      {!TERMINAL.has(x.status) && (tasks.data !== undefined || tasks.error !== undefined) && (
+      {!isTerminal(x.status) && (tasks.data !== undefined || tasks.error !== undefined) && (
         <EventForm
           execution={x}
           task={task}
@@ -298,6 +286,7 @@ export function ExecutionPage({ id }: { id: string }) {
       <Section title="Timeline" testId="timeline-section">
         <Timeline execution={x} steps={steps} now={now} />
       </Section>
+      <AttemptsSection attempts={attempts} now={now} />
       {children && <Children parentId={x.execution_id} list={children} now={now} />}
     </div>
   );

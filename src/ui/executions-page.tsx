@@ -1,9 +1,15 @@
-/** The executions list: filter by status and task, page through with offset/limit, refresh every 2 s. */
+/**
+ * The executions list: filter by status, task, tags, creation time or idempotency key, find one by id,
+ * page through with offset/limit, act on every match at once; refreshes every 2 s.
+ */
 import type { ExecutionList, Task } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
+import { BulkActions } from './bulk-actions';
 import { ApiErrorBox } from './components';
 import { ExecutionsTable } from './executions-table';
-import { PAGE_SIZES, STATUSES, routeHref, withFilter, type ListFilter } from './routes';
+import { ListFilters } from './list-filters';
+import { PAGE_SIZES, isFiltered, routeHref, toListQuery, withFilter, type ListFilter } from './routes';
+import { STATUSES } from './statuses';
 import { usePolling } from './use-polling';
 
 const REFRESH_MS = 2000;
@@ -46,9 +52,10 @@ export function ExecutionsPage({ filter }: { filter: ListFilter }) {
   const api = useApi();
   const { client, autoRefresh, navigate } = api;
   const tasks = usePolling<Task[]>(() => client.listTasks(), [client], { intervalMs: 30_000, enabled: autoRefresh });
+  // Every dependency a primitive: the route is parsed anew on each render, its tags a new array each time.
   const list = usePolling<ExecutionList>(
-    () => client.list({ status: filter.status, task: filter.task, parent_execution_id: filter.parent, limit: filter.limit, offset: filter.offset, order: 'desc' }),
-    [client, filter.status, filter.task, filter.parent, filter.limit, filter.offset],
+    () => client.list(toListQuery(filter)),
+    [client, routeHref({ page: 'executions', filter })],
     { intervalMs: REFRESH_MS, enabled: autoRefresh },
   );
   useAuthPrompt(list.error, tasks.error);
@@ -99,12 +106,25 @@ export function ExecutionsPage({ filter }: { filter: ListFilter }) {
             </a>
           </span>
         )}
+        {isFiltered(filter) && (
+          <a href={routeHref({ page: 'executions', filter: { offset: 0, limit: filter.limit } })} data-testid="clear-filters">
+            Clear filters
+          </a>
+        )}
         {list.data && <Pager list={list.data} filter={filter} />}
       </div>
+      <ListFilters filter={filter} />
+      <BulkActions key={routeHref({ page: 'executions', filter: { ...filter, offset: 0, limit: PAGE_SIZES[0] } })} filter={filter} onDone={list.reload} />
       <ApiErrorBox error={list.error} />
       {!list.data && !list.error && <p class="muted">Loading…</p>}
       {list.data && (
-        <ExecutionsTable items={list.data.executions} now={now} taskHref={(task) => routeHref(withFilter(filter, { task }))} testId="executions-table" />
+        <ExecutionsTable
+          items={list.data.executions}
+          now={now}
+          taskHref={(task) => routeHref(withFilter(filter, { task }))}
+          tagHref={(tag) => routeHref(withFilter(filter, { tags: [...new Set([...(filter.tags ?? []), tag])] }))}
+          testId="executions-table"
+        />
       )}
     </div>
   );

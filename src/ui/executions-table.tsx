@@ -1,10 +1,18 @@
 /** A table of executions: the list page's, and a parent's children. */
 import type { ExecutionSummary } from '../client';
-import { Instant, StatusBadge } from './components';
+import { Instant, StatusBadge, TagChips } from './components';
 import { elapsedMs, formatDuration } from '../domain/format';
 import { routeHref } from './routes';
 
-export function ExecutionsTable({ items, now, taskHref, testId }: { items: ExecutionSummary[]; now: number; taskHref?: (task: string) => string; testId?: string }) {
+/** `taskHref` and `tagHref` make tasks and tags links (the list filtered by them); plain text without. */
+export function ExecutionsTable(props: {
+  items: ExecutionSummary[];
+  now: number;
+  taskHref?: (task: string) => string;
+  tagHref?: (tag: string) => string;
+  testId?: string;
+}) {
+  const { items, now, taskHref, tagHref, testId } = props;
   return (
     <table class="executions" data-testid={testId}>
       <thead>
@@ -12,6 +20,7 @@ export function ExecutionsTable({ items, now, taskHref, testId }: { items: Execu
           <th>Execution</th>
           <th>Task</th>
           <th>Status</th>
+          <th>Tags</th>
           <th>Created</th>
           <th>Started</th>
           <th>Completed</th>
@@ -21,7 +30,7 @@ export function ExecutionsTable({ items, now, taskHref, testId }: { items: Execu
       <tbody>
         {items.length === 0 && (
           <tr>
-            <td colSpan={7} class="muted">
+            <td colSpan={8} class="muted">
               No executions match.
             </td>
           </tr>
@@ -38,6 +47,9 @@ export function ExecutionsTable({ items, now, taskHref, testId }: { items: Execu
               <td>{taskHref ? <a href={taskHref(e.task)}>{e.task}</a> : e.task}</td>
               <td>
                 <StatusBadge status={e.status} />
+              </td>
+              <td class="wrap">
+                <TagChips tags={e.tags} href={tagHref} />
               </td>
               <td>
                 <Instant iso={e.created_at} now={now} relative />

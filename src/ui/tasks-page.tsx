@@ -1,11 +1,13 @@
-/** Registered tasks: their schemas, counts by status, and a form to schedule an execution. */
+/** Registered tasks: their schemas, counts by status, pause and resume, and a form to schedule an execution. */
 import { useState } from 'preact/hooks';
 import type { Task } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
 import { ApiErrorBox, Instant, JsonEditor, Section } from './components';
 import { formatJson } from '../domain/format';
 import { checkJson, sampleFromSchema, type JsonProblem } from './json-input';
-import { STATUSES, routeHref } from './routes';
+import { routeHref } from './routes';
+import { STATUSES } from './statuses';
+import { fromDateTimeInput } from './time-zone';
 import { usePolling } from './use-polling';
 
 /** An execution's `data`: JSON that is an object (the contract's rule), then the task's schema. */
@@ -18,11 +20,11 @@ function checkData(text: string, schema: unknown): { ok: true; value: Record<str
 }
 
 function ScheduleForm({ task }: { task: Task }) {
-  const { client, navigate } = useApi();
+  const { client, navigate, timeZone } = useApi();
   // The API takes `data` as a JSON object; a task without a schema starts from `{}`.
   const [text, setText] = useState(() => formatJson(sampleFromSchema(task.data_schema) ?? {}));
   const [key, setKey] = useState('');
-  /** `YYYY-MM-DDTHH:mm` from a datetime-local input, in the browser's time zone; empty for "at once". */
+  /** `YYYY-MM-DDTHH:mm` from a datetime-local input, in the zone chosen in the header; empty for "at once". */
   const [startAt, setStartAt] = useState('');
   const [problems, setProblems] = useState<JsonProblem[]>([]);
   const [error, setError] = useState<unknown>(undefined);
@@ -42,7 +44,7 @@ function ScheduleForm({ task }: { task: Task }) {
     try {
       const created = await client.schedule(task.name, check.value, {
         ...(key ? { idempotencyKey: key } : {}),
-        ...(startAt ? { startAt: new Date(startAt) } : {}),
+        ...(startAt ? { startAt: fromDateTimeInput(startAt, timeZone) } : {}),
       });
       navigate(routeHref({ page: 'execution', id: created.execution_id }));
     } catch (err) {
@@ -59,7 +61,7 @@ function ScheduleForm({ task }: { task: Task }) {
         <input type="text" maxLength={255} value={key} onInput={(e) => setKey(e.currentTarget.value)} />
       </label>
       <label class="field">
-        <span>Start at, your local time (optional; empty starts at once)</span>
+        <span>Start at, {timeZone === 'utc' ? 'UTC' : 'your local time'} (optional; empty starts at once)</span>
         <input type="datetime-local" value={startAt} onInput={(e) => setStartAt(e.currentTarget.value)} data-testid="schedule-start-at" />
       </label>
       <div class="actions">
@@ -89,10 +91,64 @@ function TaskWorkers({ task }: { task: Task }) {
   );
 }
 
-function TaskCard({ task, now }: { task: Task; now: number }) {
-  const events = Object.entries(task.event_schemas ?? {});
+/**
+ * Pause stops the task's executions from being claimed (running ones finish); resume lets workers
+ * take them again at once. Neither is destructive, so neither asks first.
+ */
+function PauseButton({ task, onDone }: { task: Task; onDone(): void }) {
+  const { client } = useApi();
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(undefined);
+  useAuthPrompt(error);
+  const toggle = async () => {
+    setBusy(true);
+    setError(undefined);
+    try {
+      await (task.paused ? client.resumeTask(task.name) : client.pauseTask(task.name));
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+      onDone();
+    }
+  };
   return (
-    <Section title={task.name} testId={`task-${task.name}`}>
+    <span class="card-action">
+      <button
+        type="button"
+        class={task.paused ? 'primary' : ''}
+        disabled={busy}
+        onClick={toggle}
+        title={task.paused ? 'Let workers claim its executions again' : 'Stop claiming its executions; running ones finish'}
+        data-testid="pause-toggle"
+        data-paused={String(task.paused)}
+      >
+        {task.paused ? 'Resume' : 'Pause'}
+      </button>
+      <ApiErrorBox error={error} testId="pause-error" />
+    </span>
+  );
+}
+
+function TaskCard({ task, now, onChanged }: { task: Task; now: number; onChanged(): void }) {
+  const events = Object.entries(task.event_schemas ?? {});
+  const title = (
+    <>
+      {task.name}{' '}
+      {task.paused && (
+        <span class="status status-paused" data-testid="paused-badge">
+          paused
+        </span>
+      )}
+    </>
+  );
+  return (
+    <Section title={title} aside={<PauseButton task={task} onDone={onChanged} />} testId={`task-${task.name}`}>
+      {task.paused && (
+        <p class="warning-box" role="status" data-testid="paused-note">
+          Paused: its executions are not claimed (pending ones stay pending); running ones finish.
+        </p>
+      )}
       <TaskWorkers task={task} />
       <table class="counts">
         <thead>
@@ -163,7 +219,7 @@ export function TasksPage() {
       {tasks.data?.length === 0 && <p class="muted">No task is registered yet: start a worker.</p>}
       <div class="task-grid">
         {tasks.data?.map((t) => (
-          <TaskCard key={t.name} task={t} now={now} />
+          <TaskCard key={t.name} task={t} now={now} onChanged={tasks.reload} />
         ))}
       </div>
     </div>

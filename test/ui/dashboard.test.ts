@@ -3,6 +3,7 @@
  * playwright-core): a real API server with auth on and a base path, a real worker, tasks defined here.
  * Screenshots go to artifacts/screenshots/.
  */
+import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -19,6 +20,9 @@ const CHROMIUM = process.env.STEPWISE_CHROMIUM ?? '/usr/bin/chromium';
 const SCREENSHOTS = path.resolve(__dirname, '..', '..', 'artifacts', 'screenshots');
 const TOKEN = 'ui-test-token-5b1f';
 const BASE_PATH = '/sw';
+/** The browser's zone: not UTC, and with a half-hour offset and no daylight saving, so local times are unmistakable. */
+const BROWSER_TIME_ZONE = 'Asia/Kolkata';
+const BROWSER_OFFSET_MS = 330 * 60_000;
 
 jest.setTimeout(120_000);
 
@@ -75,6 +79,19 @@ const doomed = defineTask({
   },
 });
 
+/** Fails in its second step until the test mends it: what an operator retries from the page. */
+let paymentsMended = false;
+const flaky = defineTask({
+  name: 'ui-flaky',
+  async run(ctx) {
+    await ctx.step('load-order', () => ({ orderId: 'A-2002' }));
+    return ctx.step('charge', () => {
+      if (!paymentsMended) throw new NonRetryableError('payment gateway timed out');
+      return { charged: true };
+    });
+  },
+});
+
 /** A child that waits for an event, so its parent shows both "waiting for a child" and the child. */
 const gate = defineTask({
   name: 'ui-gate',
@@ -110,6 +127,19 @@ function rowStatus(id: string) {
   return page.locator(`tr[data-execution-id="${id}"] .status`);
 }
 
+/** `2024-10-30 12:00:03 UTC`, or the browser zone's `2024-10-30 17:30:03 UTC+05:30`, as the dashboard writes instants. */
+function shown(iso: string, zone: 'utc' | 'local'): string {
+  if (zone === 'utc') return `${iso.slice(0, 19).replace('T', ' ')} UTC`;
+  return `${new Date(Date.parse(iso) + BROWSER_OFFSET_MS).toISOString().slice(0, 19).replace('T', ' ')} UTC+05:30`;
+}
+
+/** `YYYY-MM-DDTHH:mm` in UTC, `minutes` from now, as a datetime-local input takes it in UTC mode. */
+function utcMinute(minutes: number): string {
+  const d = new Date(Date.now() + minutes * 60_000);
+  d.setUTCSeconds(0, 0);
+  return d.toISOString().slice(0, 16);
+}
+
 async function openExecution(id: string): Promise<void> {
   await page.locator(`tr[data-execution-id="${id}"] a.mono`).click();
   await page.locator(`[data-testid="execution-detail"]`).waitFor();
@@ -125,7 +155,7 @@ beforeAll(async () => {
   }
   mkdirSync(SCREENSHOTS, { recursive: true });
   t = await startTestApi({ tokens: [TOKEN], basePath: BASE_PATH });
-  worker = await startWorker(t.t, [approval, cooldown, quick, doomed, newYear, gate, parentTask] as never);
+  worker = await startWorker(t.t, [approval, cooldown, quick, doomed, newYear, gate, parentTask, flaky] as never);
   const held = await t.client.schedule('ui-approval', { orderId: 'A-1001', hold: true });
   const sleeping = await t.client.schedule('ui-cooldown', { minutes: 30 });
   const q = await t.client.schedule('ui-quick');
@@ -137,6 +167,7 @@ beforeAll(async () => {
     executablePath: CHROMIUM,
     headless: true,
     viewport: { width: 1360, height: 900 },
+    timezoneId: BROWSER_TIME_ZONE,
     args: [
       '--headless',
       '--no-sandbox',
@@ -337,14 +368,12 @@ describe('dashboard in headless Chromium', () => {
     await page.goto(`${t.api.url}/ui#/tasks`);
     const card = page.getByTestId('task-ui-quick');
     await card.locator('summary', { hasText: 'Schedule an execution' }).click();
-    // The input takes the browser's local time; the same minute, one hour ahead, as the browser sees it.
-    const [local, iso] = await page.evaluate(() => {
-      const d = new Date(Date.now() + 3_600_000);
-      d.setSeconds(0, 0);
-      const two = (n: number) => String(n).padStart(2, '0');
-      return [`${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())}T${two(d.getHours())}:${two(d.getMinutes())}`, d.toISOString()];
-    });
-    await card.getByTestId('schedule-start-at').fill(local);
+    // The input takes the zone chosen in the header, UTC until the operator picks local: the same
+    // minute, one hour ahead, in UTC (the browser's own zone is five and a half hours off).
+    const start = new Date(Date.now() + 3_600_000);
+    start.setUTCSeconds(0, 0);
+    const iso = start.toISOString();
+    await card.getByTestId('schedule-start-at').fill(iso.slice(0, 16));
     await card.locator('button[type=submit]').click();
     await page.locator('[data-testid="execution-detail"][data-status="pending"]').waitFor({ timeout: 15_000 });
     const shown = `${iso.slice(0, 19).replace('T', ' ')} UTC`;
@@ -426,10 +455,231 @@ describe('dashboard in headless Chromium', () => {
     await row.waitFor();
     await expect(row.getAttribute('data-state')).resolves.toBe('active');
     await expect(row.locator('.status').textContent()).resolves.toBe('active');
-    await expect(row.textContent()).resolves.toContain('ui-approval, ui-cooldown, ui-doomed, ui-gate, ui-new-year, ui-parent, ui-quick');
+    await expect(row.textContent()).resolves.toContain('ui-approval, ui-cooldown, ui-doomed, ui-flaky, ui-gate, ui-new-year, ui-parent, ui-quick');
     await expect(row.getByTestId('worker-running').textContent()).resolves.toMatch(/^\d+ \/ 8$/);
     await screenshot('workers');
     await t.client.cancel(orphanId);
     await t.client.cancel(sleepingId);
+  });
+
+  it("lists a failed execution's attempts with the error and a folded stack, and retries it from the page", async () => {
+    const { execution_id: id } = await t.client.schedule('ui-flaky', {}, { idempotencyKey: 'order-A-2002-charge', tags: ['checkout', 'eu'] });
+    await waitUntil(async () => (await t.client.get(id)).status === 'failed', 'the charge to fail');
+    await page.goto(`${t.api.url}/ui#/executions/${id}`);
+    const section = page.getByTestId('attempts-section');
+    const first = section.locator('[data-testid="attempt-row"][data-attempt="1"]');
+    await first.waitFor();
+    await expect(section.getByTestId('attempt-row').count()).resolves.toBe(1);
+    await expect(first.getAttribute('data-outcome')).resolves.toBe('failed');
+    await expect(first.locator('.status').textContent()).resolves.toBe('failed');
+    await expect(first.getByTestId('attempt-error-message').textContent()).resolves.toBe('step "charge" failed: payment gateway timed out');
+    await expect(first.locator('a.mono').getAttribute('title')).resolves.toBe(worker.id);
+    // The stack is there, folded: shown only once the operator opens it.
+    const stack = first.getByTestId('attempt-stack');
+    await expect(stack.getAttribute('open')).resolves.toBeNull();
+    await expect(stack.locator('pre').isVisible()).resolves.toBe(false);
+    await stack.locator('summary').click();
+    await expect(stack.locator('pre').isVisible()).resolves.toBe(true);
+    await expect(stack.locator('pre').textContent()).resolves.toMatch(/payment gateway timed out\n\s+at /);
+    await expect(page.getByTestId('idempotency-key').textContent()).resolves.toBe('order-A-2002-charge');
+    await expect(page.getByTestId('tags').textContent()).resolves.toBe('checkouteu');
+    await page.getByTestId('retry').waitFor();
+    await screenshot('execution-attempts');
+
+    paymentsMended = true;
+    await page.getByTestId('retry').click();
+    await page.locator('[data-testid="execution-detail"][data-status="completed"]').waitFor({ timeout: 15_000 });
+    await section.locator('[data-testid="attempt-row"][data-attempt="2"][data-outcome="completed"]').waitFor();
+    await expect(page.getByTestId('retry').count()).resolves.toBe(0);
+    await expect(page.getByTestId('retry-error').count()).resolves.toBe(0);
+    await expect(t.client.get(id)).resolves.toMatchObject({ status: 'completed', output: { charged: true } });
+    await expect(t.client.listAttempts(id).then((a) => a.map((x) => x.outcome))).resolves.toEqual(['failed', 'completed']);
+  });
+
+  it('shows the refusal when the execution moved on before Retry was clicked, and the page catches up', async () => {
+    // Cancelled above; a finished execution's page stops refreshing, so it still offers Retry after
+    // another operator has retried it through the API.
+    await page.goto(`${t.api.url}/ui#/executions/${ids.sleeping}`);
+    await page.locator('[data-testid="execution-detail"][data-status="cancelled"]').waitFor();
+    await page.getByTestId('retry').waitFor();
+    await t.client.retry(ids.sleeping);
+    await waitUntil(async () => (await t.client.get(ids.sleeping)).status === 'waiting', 'the retried execution to sleep again');
+    await page.getByTestId('retry').click();
+    const refusal = page.getByTestId('retry-error');
+    await refusal.waitFor();
+    await expect(refusal.textContent()).resolves.toMatch(/^execution_not_retryable \(409\): .*waiting/);
+    await page.locator('[data-testid="execution-detail"][data-status="waiting"]').waitFor();
+    await expect(refusal.isVisible()).resolves.toBe(true);
+    await expect(page.getByTestId('retry').count()).resolves.toBe(0);
+    await t.client.cancel(ids.sleeping);
+  });
+
+  it('finds an execution by idempotency key, by a UUID used as a key, and by id', async () => {
+    const keyed = await t.client.schedule('ui-quick', {}, { idempotencyKey: 'order-ord_777-charge' });
+    const uuidKey = randomUUID();
+    const uuidKeyed = await t.client.schedule('ui-quick', {}, { idempotencyKey: uuidKey });
+    await page.goto(`${t.api.url}/ui#/executions?status=completed`);
+    await page.getByTestId('executions-table').waitFor();
+    const search = page.getByTestId('search-input');
+
+    await search.fill('order-ord_777-charge');
+    await page.getByTestId('search-submit').click();
+    await page.getByTestId('filter-key').filter({ hasText: 'order-ord_777-charge' }).waitFor();
+    // A key names at most one execution: the status filter would only hide it.
+    expect(new URL(page.url()).hash).toBe('#/executions?idempotency_key=order-ord_777-charge');
+    await page.locator(`tr[data-execution-id="${keyed.execution_id}"]`).waitFor();
+    await expect(page.getByTestId('page-info').textContent()).resolves.toBe('1–1 of 1');
+    // Bulk actions cannot be limited to a key: offered, they would reach other executions.
+    await expect(page.getByTestId('bulk-cancel').isDisabled()).resolves.toBe(true);
+    await expect(page.getByTestId('bulk-retry').isDisabled()).resolves.toBe(true);
+
+    // No execution has this UUID as its id: it is looked up as a key.
+    await search.fill(uuidKey);
+    await page.getByTestId('search-submit').click();
+    await page.locator(`tr[data-execution-id="${uuidKeyed.execution_id}"]`).waitFor();
+    await expect(page.getByTestId('filter-key').textContent()).resolves.toContain(uuidKey);
+    await expect(page.locator('tr[data-execution-id]').count()).resolves.toBe(1);
+
+    await search.fill(` ${keyed.execution_id.toUpperCase()} `);
+    await page.getByTestId('search-submit').click();
+    await page.locator('h1', { hasText: keyed.execution_id }).waitFor();
+    expect(new URL(page.url()).hash).toBe(`#/executions/${keyed.execution_id}`);
+    await expect(page.getByTestId('idempotency-key').textContent()).resolves.toBe('order-ord_777-charge');
+  });
+
+  it('filters by tags and creation time, and retries every failed match after a confirmation naming the count', async () => {
+    const tagged = await Promise.all([1, 2, 3].map(() => t.client.schedule('ui-doomed', {}, { tags: ['batch-7', 'eu'] })));
+    const completed = await t.client.schedule('ui-quick', {}, { tags: ['batch-7'] });
+    const untagged = await t.client.schedule('ui-doomed');
+    const all = [...tagged.map((x) => x.execution_id), untagged.execution_id];
+    await waitUntil(async () => (await Promise.all(all.map((id) => t.client.get(id)))).every((x) => x.status === 'failed'), 'the batch to fail');
+    await waitUntil(async () => (await t.client.get(completed.execution_id)).status === 'completed', 'the tagged quick one to complete');
+
+    await page.goto(`${t.api.url}/ui#/executions`);
+    const tags = page.getByTestId('filter-tags');
+    await tags.fill('batch-7');
+    await tags.press('Enter');
+    await page.getByTestId('page-info').filter({ hasText: '1–4 of 4' }).waitFor();
+    expect(new URL(page.url()).hash).toBe('#/executions?tag=batch-7');
+    await expect(page.locator(`tr[data-execution-id="${untagged.execution_id}"]`).count()).resolves.toBe(0);
+    // Every one of the tags given.
+    await tags.fill('batch-7, eu');
+    await tags.press('Enter');
+    await page.getByTestId('page-info').filter({ hasText: '1–3 of 3' }).waitFor();
+    expect(new URL(page.url()).hash).toBe('#/executions?tag=batch-7&tag=eu');
+    await tags.fill('batch-7');
+    await tags.press('Enter');
+    await page.getByTestId('page-info').filter({ hasText: '1–4 of 4' }).waitFor();
+
+    // Created from two minutes ahead: nothing yet, and nothing to retry.
+    const after = page.getByTestId('filter-created-after');
+    const future = utcMinute(2);
+    await after.fill(future);
+    await page.getByTestId('page-info').filter({ hasText: '0–0 of 0' }).waitFor();
+    expect(new URL(page.url()).hash).toBe(`#/executions?tag=batch-7&created_after=${encodeURIComponent(`${future}:00Z`)}`);
+    await page.getByTestId('bulk-retry').click();
+    await page.getByTestId('bulk-nothing').filter({ hasText: 'No failed or cancelled execution matches this filter: nothing to retry.' }).waitFor();
+    await expect(page.getByTestId('bulk-confirm').count()).resolves.toBe(0);
+    // Created from ten minutes ago: the batch again.
+    await after.fill(utcMinute(-10));
+    await page.getByTestId('page-info').filter({ hasText: '1–4 of 4' }).waitFor();
+
+    // Of the four matching, three are failed: the question counts those the action takes.
+    await page.getByTestId('bulk-retry').click();
+    const confirm = page.getByTestId('bulk-confirm');
+    await confirm.waitFor();
+    await expect(confirm.locator('strong').textContent()).resolves.toBe('Retry 3 failed or cancelled executions matching this filter?');
+    await screenshot('dashboard-operate');
+    await page.getByTestId('bulk-confirm-yes').click();
+    const result = page.getByTestId('bulk-result');
+    await result.waitFor();
+    await expect(result.textContent()).resolves.toBe('Retried 3 of 3 matching executions.');
+    await expect(result.getAttribute('data-matched')).resolves.toBe('3');
+    await expect(result.getAttribute('data-changed')).resolves.toBe('3');
+    await expect(confirm.count()).resolves.toBe(0);
+    // Each ran again (and, doomed, failed again); what the filter left out was not touched.
+    for (const { execution_id: id } of tagged) {
+      await waitUntil(async () => (await t.client.listAttempts(id)).length === 2 && (await t.client.get(id)).status === 'failed', `${id} to be retried`);
+    }
+    await expect(t.client.listAttempts(untagged.execution_id).then((a) => a.length)).resolves.toBe(1);
+    await expect(t.client.get(completed.execution_id).then((x) => x.status)).resolves.toBe('completed');
+  });
+
+  it('cancels every waiting match after confirming, and offers no action the status filter rules out', async () => {
+    const sleepers = await Promise.all([1, 2].map(() => t.client.schedule('ui-cooldown', { minutes: 30 }, { tags: ['batch-c'] })));
+    const ids2 = sleepers.map((x) => x.execution_id);
+    await waitUntil(async () => (await Promise.all(ids2.map((id) => t.client.get(id)))).every((x) => x.status === 'waiting'), 'the sleepers to sleep');
+    await page.goto(`${t.api.url}/ui#/executions?status=waiting&tag=batch-c`);
+    await page.getByTestId('page-info').filter({ hasText: '1–2 of 2' }).waitFor();
+    await expect(page.getByTestId('bulk-retry').isDisabled()).resolves.toBe(true);
+    await expect(page.getByTestId('bulk-retry').getAttribute('title')).resolves.toBe('Only failed or cancelled executions can be retried.');
+    await page.getByTestId('bulk-cancel').click();
+    await expect(page.getByTestId('bulk-confirm').locator('strong').textContent()).resolves.toBe('Cancel 2 waiting executions matching this filter?');
+    await page.getByTestId('bulk-confirm-yes').click();
+    await page.getByTestId('bulk-result').filter({ hasText: 'Cancelled 2 of 2 matching executions.' }).waitFor();
+    await page.getByTestId('page-info').filter({ hasText: '0–0 of 0' }).waitFor();
+    await expect(Promise.all(ids2.map((id) => t.client.get(id).then((x) => x.status)))).resolves.toEqual(['cancelled', 'cancelled']);
+  });
+
+  it('pauses and resumes a task from the tasks page; a paused task leaves its executions pending', async () => {
+    await page.goto(`${t.api.url}/ui#/tasks`);
+    const card = page.getByTestId('task-ui-quick');
+    await card.locator('[data-testid="pause-toggle"][data-paused="false"]').click();
+    await card.getByTestId('paused-badge').waitFor();
+    await expect(card.getByTestId('pause-toggle').textContent()).resolves.toBe('Resume');
+    await expect(card.getByTestId('paused-note').isVisible()).resolves.toBe(true);
+    await expect(t.client.listTasks().then((ts) => ts.find((x) => x.name === 'ui-quick')?.paused)).resolves.toBe(true);
+    await expect(page.getByTestId('task-ui-cooldown').getByTestId('paused-badge').count()).resolves.toBe(0);
+    await screenshot('tasks-paused');
+
+    const { execution_id: held } = await t.client.schedule('ui-quick');
+    await page.goto(`${t.api.url}/ui#/executions/${held}`);
+    await page.getByTestId('paused-warning').filter({ hasText: 'Task “ui-quick” is paused: it stays pending until the task is resumed' }).waitFor();
+    await expect(page.locator('[data-testid="execution-detail"]').getAttribute('data-status')).resolves.toBe('pending');
+
+    await page.goto(`${t.api.url}/ui#/tasks`);
+    await card.locator('[data-testid="pause-toggle"][data-paused="true"]').click();
+    await card.locator('[data-testid="pause-toggle"][data-paused="false"]').waitFor();
+    await expect(card.getByTestId('paused-badge').count()).resolves.toBe(0);
+    await expect(t.client.listTasks().then((ts) => ts.find((x) => x.name === 'ui-quick')?.paused)).resolves.toBe(false);
+    await expect(t.client.wait(held, { deadlineMs: 15_000 }).then((x) => x.status)).resolves.toBe('completed');
+  });
+
+  it('switches every time shown, and the dates typed, between UTC and local time, and remembers the choice', async () => {
+    const x = await t.client.get(ids.quick);
+    const attempt = (await t.client.listAttempts(ids.quick))[0];
+    await page.goto(`${t.api.url}/ui#/executions/${ids.quick}`);
+    const created = page.getByTestId('created-at');
+    const attemptStarted = page.locator('[data-testid="attempt-row"][data-attempt="1"] time').first();
+    await created.filter({ hasText: shown(x.created_at, 'utc') }).waitFor();
+    await expect(attemptStarted.textContent()).resolves.toBe(shown(attempt.started_at!, 'utc'));
+    await expect(page.getByTestId('time-zone').inputValue()).resolves.toBe('utc');
+
+    await page.getByTestId('time-zone').selectOption('local');
+    await created.filter({ hasText: shown(x.created_at, 'local') }).waitFor();
+    await expect(attemptStarted.textContent()).resolves.toBe(shown(attempt.started_at!, 'local'));
+    // Named as the browser names it (Chromium's ICU says Asia/Calcutta).
+    const zoneName = await page.evaluate(() => Intl.DateTimeFormat().resolvedOptions().timeZone);
+    expect(zoneName).toMatch(/^Asia\/(Kolkata|Calcutta)$/);
+    await expect(page.getByTestId('time-zone').locator('option:checked').textContent()).resolves.toBe(`Local (${zoneName})`);
+    await expect(page.evaluate(() => localStorage.getItem('stepwise.timeZone'))).resolves.toBe('local');
+
+    // Remembered across a reload, and used by the list too (its tooltips) and by the dates typed there.
+    await page.goto(`${t.api.url}/ui#/executions?limit=100`);
+    await page.reload();
+    await expect(page.getByTestId('time-zone').inputValue()).resolves.toBe('local');
+    const row = page.locator(`tr[data-execution-id="${ids.quick}"] time`).first();
+    await row.waitFor();
+    await expect(row.getAttribute('title')).resolves.toBe(shown(x.created_at, 'local'));
+    const after = page.getByTestId('filter-created-after');
+    await after.fill('2024-10-30T17:30');
+    await page.waitForURL((url) => url.hash.includes('created_after='));
+    expect(new URL(page.url()).hash).toBe(`#/executions?created_after=${encodeURIComponent('2024-10-30T12:00:00Z')}&limit=100`);
+    await expect(page.getByTestId('filter-zone').textContent()).resolves.toBe(zoneName);
+
+    await page.getByTestId('time-zone').selectOption('utc');
+    await expect(after.inputValue()).resolves.toBe('2024-10-30T12:00');
+    await expect(row.getAttribute('title')).resolves.toBe(shown(x.created_at, 'utc'));
+    await expect(page.evaluate(() => localStorage.getItem('stepwise.timeZone'))).resolves.toBe('utc');
   });
 });
