@@ -114,16 +114,23 @@ export async function recordStepResults(db: Db, items: readonly StepResult[]): P
   return new Set(rows.map((r) => stepKey(r.execution_id, r.seq)));
 }
 
-/** recordStepResults' statement: `counts` gives each lease's new steps (c.n), `conflict` the insert's ON CONFLICT. */
+/**
+ * recordStepResults' statement: `counts` gives each lease's new steps (c.n), `conflict` the insert's
+ * ON CONFLICT. `locked` takes the executions' rows in id order before the update does (see renewLeases).
+ */
 function recordStepsSql(counts: string, conflict: string): string {
   return `WITH input AS (
        SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::jsonb[], $6::timestamptz[]) AS i(id, token, seq, name, result, started_at)
+     ),
+     locked AS (
+       SELECT id FROM stepwise.executions WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE
      ),
      fence AS (
        UPDATE stepwise.executions e
           SET steps_completed = e.steps_completed + c.n, current_step = NULL, attempts_since_progress = 0
          FROM (${counts}) c
         WHERE e.id = c.id AND e.lease_token = c.token AND e.status = 'running'
+          AND (SELECT count(*) FROM locked) >= 0
         RETURNING e.id, e.lease_token
      )
      INSERT INTO stepwise.steps AS st (execution_id, seq, name, kind, completed, result, started_at, completed_at)

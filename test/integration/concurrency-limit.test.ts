@@ -3,6 +3,7 @@ import { defineTask, Type } from '../../src/index';
 import { claimLimitedExecutions } from '../../src/store/transitions/claim';
 import { insertExecutions } from '../../src/store/executions';
 import { queryRows } from '../../src/store/db';
+import { renewLeases } from '../../src/store/leases';
 import { startTestApi, type TestApi } from '../helpers/api-server';
 import { uniqueTask } from '../helpers/simulated-worker';
 import { startWorker } from '../helpers/worker';
@@ -45,6 +46,22 @@ describe('concurrency limit', () => {
     const more = await claimLimitedExecutions(api.db, task, 3, 5, 30_000);
     expect(more.map((c) => c.execution.id)).toEqual([expiredId]);
     expect(await runningOf(task)).toBe(3);
+  });
+
+  test('a lease past its end is not renewed: the limit counted it out and may have filled its place', async () => {
+    const task = uniqueTask('limited');
+    await insertExecutions(api.db, [{ task, data: 1 }, { task, data: 2 }]);
+    const [first] = await claimLimitedExecutions(api.db, task, 1, 1, 300);
+    await new Promise((r) => setTimeout(r, 400));
+    const [second] = await claimLimitedExecutions(api.db, task, 1, 1, 30_000);
+    expect(second.execution.id).not.toBe(first.execution.id);
+    const lease = { id: first.execution.id, token: first.execution.leaseToken as string };
+    expect(await renewLeases(api.db, [lease], 30_000)).toEqual(new Set());
+    const live = await queryRows<{ n: number }>(api.db, "SELECT count(*)::int AS n FROM stepwise.executions WHERE task = ? AND status = 'running' AND due_at > now()", [task]);
+    expect(live[0].n).toBe(1);
+    // A lease still within its end renews.
+    const held = { id: second.execution.id, token: second.execution.leaseToken as string };
+    expect(await renewLeases(api.db, [held, lease], 30_000)).toEqual(new Set([held.id]));
   });
 
   test('three workers never run more than the limit at once, yet run everything, and sleeping executions free their place', async () => {

@@ -29,21 +29,27 @@ export async function completeExecutions(db: Db, items: readonly Completion[]): 
 }
 
 /**
- * The CTEs `parents`, `done` and `notified` of a completion, over parameters $1..$4 (see
- * completionParams). `parents` locks the parents of the executions being completed ($4, ordered by id)
- * before `done` locks any of them (its InitPlan runs before the update's scan): each child's trigger
- * (migration 007) then finds its parent already held, so two batches finishing children of the same
- * parents cannot lock those in opposite orders and deadlock. Parent before child is the order of
- * every statement that finishes a child (failExecution, cancelExecution too). Empty for executions without a parent,
- * which is nearly all of them: an index probe of an empty array. One
- * NOTIFY per 200 ids, since a payload must stay under PostgreSQL's 8,000 bytes. No join: the rows are
- * found by primary key (id = ANY), and each row's item by its lease token, which is unique to one claim
- * of one execution, so the item holding a row's current token is that row's (and a stale item of the
- * same execution, with an older token, matches nothing). Joined with an unnest of the items, the
- * generic plan re-scanned the unnest once per row: 96 x 96 comparisons, 4 of a 9 ms statement.
+ * The CTEs `parents`, `own`, `done` and `notified` of a completion, over parameters $1..$4 (see
+ * completionParams). `parents` locks the parents of the executions being completed ($4, ordered by
+ * id), then `own` the executions themselves in id order, both before `done` updates any (their
+ * InitPlans run before the update's scan). Each child's trigger (migration 007) then finds its parent
+ * already held, so two batches finishing children of the same parents cannot lock those in opposite
+ * orders and deadlock; parent before child is the order of every statement that finishes a child
+ * (failExecution, cancelExecution too). Id order is that of every statement writing many of a
+ * worker's executions (lease renewals, step records), so none of them deadlocks with a completion.
+ * `parents` is empty for executions without a parent, which is nearly all of them: an index probe of
+ * an empty array. One NOTIFY per 200 ids, since a payload must stay under PostgreSQL's 8,000 bytes. No
+ * join: the rows are found by primary key (id = ANY), and each row's item by its lease token, which is
+ * unique to one claim of one execution, so the item holding a row's current token is that row's (and
+ * a stale item of the same execution, with an older token, matches nothing). Joined with an unnest of
+ * the items, the generic plan re-scanned the unnest once per row: 96 x 96 comparisons, 4 of a 9 ms
+ * statement.
  */
 export const COMPLETE_CTES = `parents AS (
        SELECT id FROM stepwise.executions WHERE id = ANY($4::uuid[]) ORDER BY id FOR NO KEY UPDATE
+     ),
+     own AS (
+       SELECT id FROM stepwise.executions WHERE id = ANY($1::uuid[]) AND (SELECT count(*) FROM parents) >= 0 ORDER BY id FOR NO KEY UPDATE
      ),
      done AS (
        UPDATE stepwise.executions e
@@ -51,7 +57,7 @@ export const COMPLETE_CTES = `parents AS (
               due_at = NULL, lease_token = NULL, current_step = NULL, error = NULL
         WHERE e.id = ANY($1::uuid[]) AND e.lease_token = ANY($2::uuid[]) AND ${startsFrom(COMPLETE, 'e.status')}
           AND ($1::uuid[])[array_position($2::uuid[], e.lease_token)] = e.id
-          AND (SELECT count(*) FROM parents) >= 0
+          AND (SELECT count(*) FROM own) >= 0
         RETURNING e.id
      ),
      notified AS (
