@@ -1,7 +1,9 @@
 // `make chaos`: a fault-injection run against real processes. One `stepwise serve`, two `stepwise worker`
 // processes (short leases) and PostgreSQL (embedded unless DATABASE_URL is set). A driver schedules a mix
 // of executions over HTTP (steps, sleeps, event waits with deliveries, retries, cancels, failures, and
-// parallel steps, sleeps and event waits, step timeouts and per-step retries) while
+// parallel steps, sleeps and event waits, step timeouts and per-step retries, and an operator's retries
+// of failed and cancelled executions, one at a time, several at once or racing a cancel, bulk retries
+// by tag, and two tasks paused for a few seconds each) while
 // a random worker is SIGKILLed about every 2 s and restarted, PostgreSQL is restarted twice (once a fast
 // shutdown, once an immediate one with crash recovery) and the API server is SIGKILLed once while
 // long-polls are open. Then it checks every execution against the outcome its data implies and the
@@ -24,7 +26,9 @@ import pg from 'pg';
 import { LIMIT, LIMITED_TASK, planExecutions } from './chaos/outcomes';
 import { apiProcess, createDatabase, dropDatabase, externalServer, ROOT, startEmbeddedServer, workerProcess, type DatabaseServer, type StepwiseProcess } from './chaos/processes';
 import { compileForRun } from './chaos/build';
+import type { OperatorStats } from './chaos/operate';
 import { verifyRun } from './chaos/verify';
+import type { OperateCounts } from './chaos/verify-operate';
 
 interface Options {
   short?: boolean;
@@ -42,6 +46,15 @@ interface Options {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const TOKEN = 'chaos-token';
+/**
+ * The tasks an operator pauses, when (progress) and for how long. They start away from the database
+ * restarts (30 %, 65 %) and the API server's SIGKILL (45 %); a pause that spans one all the same is
+ * resumed once the server is back (the resume is retried until it lands).
+ */
+const PAUSES = [
+  { at: 0.08, task: 'chaos.slow', ms: 3000 },
+  { at: 0.5, task: 'chaos.retry', ms: 3000 },
+] as const;
 /** Stops what the run started, also when it fails half-way: no process is left behind. */
 let cleanup: () => Promise<void> = async () => undefined;
 
@@ -177,6 +190,19 @@ async function main(): Promise<void> {
     }
   })();
 
+  // An operator pauses a task for a few seconds, twice: its executions wait, none starts meanwhile.
+  const paused = (async () => {
+    const plan = [...PAUSES];
+    while (driving && plan.length > 0) {
+      await pause(100);
+      if (!driving || progress() < plan[0].at) continue;
+      const { task, ms } = plan.shift()!;
+      say(`pausing ${task} for ${ms / 1000} s at ${(progress() * 100).toFixed(0)} %`);
+      const window = await driver.operator.pauseFor(task, ms);
+      say(`resumed ${task} (${window.pendingAtResume} of its executions pending)`);
+    }
+  })();
+
   // The limited task's live leases, sampled every 25 ms while driving: never above its limit.
   const limitSamples = { max: 0, samples: 0, overLimit: [] as Array<{ atMs: number; running: number }> };
   const sampler = (async () => {
@@ -201,7 +227,7 @@ async function main(): Promise<void> {
 
   const ticker = setInterval(() => {
     const s = driver.stats;
-    say(`${s.finished}/${executions} finished, ${s.openLongPolls} long-polls open, ${faults.workerKills.length} worker kills, ${s.retries} client retries`);
+    say(`${s.finished}/${executions} finished, ${s.openLongPolls} long-polls open, ${faults.workerKills.length} worker kills, ${s.retries} client retries, ${driver.operator.stats.retries.sent} operator retries`);
   }, 10000);
   const driveStarted = Date.now();
   const driven = await driver.run(plans, flows);
@@ -211,6 +237,7 @@ async function main(): Promise<void> {
   clearInterval(ticker);
   await killer;
   await faultsDone;
+  await paused;
   await sampler;
   await Promise.all([...restarts]);
   say(`driving done in ${(driveMs / 1000).toFixed(1)} s; stopping processes`);
@@ -226,7 +253,7 @@ async function main(): Promise<void> {
     ...faults.workerKills.map((k) => ({ from: started + k.atMs, to: started + k.atMs })),
     ...faults.databaseRestarts.map((r) => ({ from: started + r.atMs, to: started + r.atMs + r.tookMs })),
   ];
-  const verification = await verifyRun(url, runId, plans, driven, effectsDir, { from: workersFrom, to: workersTo }, faultWindows);
+  const verification = await verifyRun(url, runId, plans, driven, effectsDir, { from: workersFrom, to: workersTo }, faultWindows, driver.operator.stats);
   const verifyMs = Date.now() - verifyStarted;
   if (limitSamples.overLimit.length > 0) {
     verification.violationCounts['over-limit'] = limitSamples.overLimit.length;
@@ -250,6 +277,7 @@ async function main(): Promise<void> {
       apiKills: faults.apiKills,
     },
     client: driver.stats,
+    operator: driver.operator.stats,
     latencyMsByKind: latencyByKind(driven),
     counts: verification.counts,
     limitSamples: { limit: LIMIT, max: limitSamples.max, samples: limitSamples.samples },
@@ -274,6 +302,7 @@ function printReport(r: {
   durations: { totalMs: number; drivingMs: number; executionsPerSecond: number };
   faults: { workerKills: number; workerRestartFailures: number; databaseRestarts: unknown[]; apiKills: Array<{ openLongPolls: number; backAfterMs: number }> };
   client: { retries: number; scheduleRepeats: number; eventsDelivered: number; eventConflicts: number; cancelsSent: number };
+  operator: OperatorStats;
   limitSamples: { limit: number; max: number; samples: number };
   counts: {
     byStatus: Record<string, number>;
@@ -288,6 +317,7 @@ function printReport(r: {
     durableStepRetries: number;
     cronFires: number;
     cronSeconds: number;
+    operations: OperateCounts;
   };
   violationCounts: Record<string, number>;
   violations: string[];
@@ -313,6 +343,12 @@ function printReport(r: {
   line('step records / side-effect lines', `${r.counts.stepRecords} / ${r.counts.sideEffectLines}`);
   line('unrecorded re-runs (allowed)', r.counts.unrecordedReruns);
   line('cron fire times started (<= 1 per second)', `${r.counts.cronFires} in ${r.counts.cronSeconds} s`);
+  const { operator: op, counts: { operations: ops } } = r;
+  line('operator retries: 200 / 409 (sent again)', `${op.retries.ok} / ${op.retries.conflicts} (${op.retries.unsure})`);
+  line('  concurrent batches; races with a cancel', `${op.concurrentBatches}; ${op.cancelRaces} (cancel won ${op.cancelRacesWon})`);
+  line('  retried to completion', `${ops.retriedToCompletion} (steps before the retry: ${ops.stepsBeforeRetry}, ${ops.stepsBeforeRetryRunOnce} run once, none after)`);
+  line('bulk retries: matched / changed', `${op.bulkActions.length}: ${ops.bulkMatched} / ${ops.bulkChanged}`);
+  for (const p of ops.pauses) line(`task paused: ${p.task}`, `${(p.ms / 1000).toFixed(1)} s, ${p.pendingAtResume} pending at resume, ${p.startedWhilePaused} started meanwhile`);
   line(`most ${LIMITED_TASK} running at once`, `${r.limitSamples.max} (limit ${r.limitSamples.limit}, ${r.limitSamples.samples} samples)`);
   line('violations', Object.entries(r.violationCounts).map(([k, v]) => `${k} ${v}`).join(', ') || 0);
   for (const v of r.violations.slice(0, 20)) process.stdout.write(`    ${v}\n`);

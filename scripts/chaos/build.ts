@@ -38,8 +38,10 @@ export function compileForRun(name: string, tasksFiles: string[]): CompiledRun {
     if (!file.endsWith('.ts') || file.endsWith('.d.ts')) continue;
     transpile(file, path.join(dir, path.relative(ROOT, file)).replace(/\.ts$/, '.js'));
   }
-  // src/api/spec.ts reads the contract relative to its own folder.
+  // src/api/spec.ts reads the contract relative to its own folder; the CLI and the worker's presence
+  // read the version from package.json, two folders up from theirs.
   copyFileSync(path.join(ROOT, 'openapi.yaml'), path.join(dir, 'openapi.yaml'));
+  copyFileSync(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'));
   const tasks: Record<string, string> = {};
   for (const file of tasksFiles) {
     const out = path.join(dir, path.relative(ROOT, file)).replace(/\.ts$/, '.js');

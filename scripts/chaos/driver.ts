@@ -1,8 +1,10 @@
 // The client side of `make chaos`: schedules the planned executions over HTTP, delivers their events,
 // cancels some, and long-polls each to its end, retrying through every fault (a killed API server,
-// a restarting database) the way a careful client would.
+// a restarting database) the way a careful client would. The operator kinds (retries, bulk retries)
+// are driven by operate.ts.
 import { createStepwiseClient, StepwiseApiError, type Execution, type Step, type StepwiseClient } from '../../src/client';
-import { eventPayload, PARALLEL_EVENTS, parallelEventPayload, retriedSteps, type ParallelEvent, type PlannedExecution } from './outcomes';
+import { Operator, type OperatedExecution } from './operate';
+import { eventPayload, OPERATOR_KINDS, PARALLEL_EVENTS, parallelEventPayload, retriedSteps, type ParallelEvent, type PlannedExecution } from './outcomes';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -17,6 +19,8 @@ export interface DrivenResult {
   latencyMs?: number;
   /** For kinds with retried steps: its steps as `GET …/steps` showed them once it had ended. */
   steps?: Step[];
+  /** For the operator kinds: the retries and cancels sent, their answers, and its attempts. */
+  operated?: OperatedExecution;
 }
 
 export interface DriverStats {
@@ -43,6 +47,8 @@ function isTransient(err: unknown): boolean {
 export class ChaosDriver {
   readonly stats: DriverStats = { scheduled: 0, scheduleRepeats: 0, eventsDelivered: 0, eventConflicts: 0, cancelsSent: 0, retries: 0, openLongPolls: 0, finished: 0 };
   private readonly client: StepwiseClient;
+  /** Retries, bulk retries and pauses: the operator's requests, with stats of their own. */
+  readonly operator: Operator;
 
   constructor(
     baseUrl: string,
@@ -56,6 +62,13 @@ export class ChaosDriver {
       return fetch(request, { signal: AbortSignal.timeout(isWait ? 45000 : 15000) });
     };
     this.client = createStepwiseClient({ baseUrl, token, fetch: timedFetch });
+    this.operator = new Operator({
+      client: this.client,
+      retrying: (fn) => this.retrying(fn),
+      waitForEnd: (id) => this.waitForEnd(id),
+      deliver: (id, plan) => this.deliver(id, plan),
+      deadline,
+    });
   }
 
   /** Runs `fn` until it succeeds, retrying transient failures with jittered backoff (honouring Retry-After). */
@@ -108,7 +121,7 @@ export class ChaosDriver {
     const started = Date.now();
     try {
       const startAt = () => (plan.startAfterMs === undefined ? undefined : new Date(Date.now() + plan.startAfterMs));
-      const scheduled = await this.retrying(() => this.client.schedule(plan.task, plan.data, { idempotencyKey: plan.idempotencyKey, startAt: startAt() }));
+      const scheduled = await this.retrying(() => this.client.schedule(plan.task, plan.data, { idempotencyKey: plan.idempotencyKey, startAt: startAt(), tags: plan.tags }));
       result.id = scheduled.execution_id;
       this.stats.scheduled += 1;
       if (!scheduled.created) this.stats.scheduleRepeats += 1;
@@ -120,7 +133,8 @@ export class ChaosDriver {
         await this.retrying(() => this.client.cancel(id));
         this.stats.cancelsSent += 1;
       }
-      result.final = await this.waitForEnd(id);
+      if (OPERATOR_KINDS.has(plan.kind)) result.final = await this.operator.drive(id, plan, (result.operated = Operator.newRecord()));
+      else result.final = await this.waitForEnd(id);
       result.latencyMs = Date.now() - started;
       if (retriedSteps(plan).length > 0) result.steps = await this.retrying(() => this.client.listSteps(id));
     } catch (err) {

@@ -1,5 +1,6 @@
 // What `make chaos` schedules, and what each execution must end as: a pure function of its data,
 // written independently of the tasks (scripts/chaos/tasks.ts) so that the check is not a tautology.
+import { groupBulkRetries, planOperated, type BulkGroupPlan, type RetryMode } from './plan-operate';
 
 export type ChaosKind =
   | 'steps'
@@ -19,7 +20,10 @@ export type ChaosKind =
   | 'parallel-sleep'
   | 'parallel-events'
   | 'step-timeout'
-  | 'step-retry';
+  | 'step-retry'
+  | 'retry'
+  | 'cancel-retry'
+  | 'bulk-retry';
 
 export type ChaosData = {
   n: number;
@@ -34,7 +38,10 @@ export type ChaosData = {
   attempts?: number;
   /** `step-retry`: the retried step's initialDelay (and maxDelay); past 5 s a backoff waits durably. */
   backoffMs?: number;
+  /** `retry`: its step throws NonRetryableError (one attempt per budget) rather than Error. */
+  nonRetryable?: boolean;
 };
+
 
 export interface PlannedExecution {
   index: number;
@@ -49,7 +56,18 @@ export interface PlannedExecution {
   /** For `parallel-events`: which event the driver delivers first, and how long before the other. */
   firstEvent?: ParallelEvent;
   deliverGapMs?: number;
+  /** Tags it is scheduled with (`bulk-retry`: its group's). */
+  tags?: string[];
+  /** For `retry`: the failed runs the operator retries it after (each budget of its step runs out). */
+  operatorRounds?: number;
+  /** For `retry` (its last round) and `cancel-retry`: one retry, several at once, or one racing a cancel. */
+  retryMode?: RetryMode;
+  /** For retryMode `concurrent`: how many retries are sent at once (exactly one may win). */
+  concurrentRetries?: number;
+  /** For `bulk-retry`: the group one POST …/bulk-retry takes (by its tag) once all its members failed. */
+  bulkGroup?: BulkGroupPlan;
 }
+
 
 export interface ExpectedOutcome {
   status: 'completed' | 'failed' | 'cancelled';
@@ -69,19 +87,19 @@ export function createRandom(seed: number): () => number {
   };
 }
 
-// The weights add up to 114, as before the parallel and step-retry kinds came: they took their share
-// from the older kinds, so a run's load (and --short's time) stays about the same.
+// The weights add up to 114, as before the parallel, step-retry and operator kinds came: they took
+// their share from the older kinds, so a run's load (and --short's time) stays about the same.
 const MIX: ReadonlyArray<readonly [ChaosKind, number]> = [
-  ['steps', 13],
+  ['steps', 10],
   ['delayed', 5],
-  ['sleep', 8],
-  ['event', 10],
+  ['sleep', 7],
+  ['event', 8],
   ['event-timeout', 4],
-  ['flaky', 8],
-  ['fail', 6],
-  ['exhaust', 4],
-  ['cancel', 8],
-  ['slow', 7],
+  ['flaky', 7],
+  ['fail', 5],
+  ['exhaust', 3],
+  ['cancel', 7],
+  ['slow', 6],
   ['limited', 5],
   ['fanout', 5],
   ['fanout-cancel', 3],
@@ -90,6 +108,9 @@ const MIX: ReadonlyArray<readonly [ChaosKind, number]> = [
   ['parallel-events', 6],
   ['step-timeout', 5],
   ['step-retry', 6],
+  ['retry', 5],
+  ['cancel-retry', 3],
+  ['bulk-retry', 3],
 ];
 
 const TASKS: Record<ChaosKind, string> = {
@@ -111,6 +132,9 @@ const TASKS: Record<ChaosKind, string> = {
   'parallel-events': 'chaos.parallel-events',
   'step-timeout': 'chaos.step-timeout',
   'step-retry': 'chaos.step-retry',
+  retry: 'chaos.retry',
+  'cancel-retry': 'chaos.event',
+  'bulk-retry': 'chaos.retry',
 };
 
 /** The concurrency limit of `chaos.limited` (scripts/chaos/tasks.ts), which the run samples. */
@@ -122,7 +146,7 @@ export function planExecutions(count: number, seed: number, runId: string): Plan
   const random = createRandom(seed);
   const total = MIX.reduce((s, [, w]) => s + w, 0);
   const int = (min: number, max: number) => min + Math.floor(random() * (max - min + 1));
-  return Array.from({ length: count }, (_, index) => {
+  const plans = Array.from({ length: count }, (_, index): PlannedExecution => {
     let pick = random() * total;
     const kind = (MIX.find(([, w]) => (pick -= w) < 0) ?? MIX[0])[0];
     const data: ChaosData = { n: int(1, 1_000_000) };
@@ -172,9 +196,13 @@ export function planExecutions(count: number, seed: number, runId: string): Plan
       data.failTimes = durable ? 1 : int(1, 3);
       data.attempts = random() < 0.2 ? data.failTimes : data.failTimes + int(1, 2);
     }
-    return { index, kind, task: TASKS[kind], data, idempotencyKey: `${runId}-${index}`, cancelAfterMs, startAfterMs, firstEvent, deliverGapMs };
+    const operated = planOperated(kind, data, random, int);
+    return { index, kind, task: TASKS[kind], data, idempotencyKey: `${runId}-${index}`, cancelAfterMs, startAfterMs, firstEvent, deliverGapMs, ...operated };
   });
+  groupBulkRetries(plans, runId);
+  return plans;
 }
+
 
 /** The payload the driver delivers to a `chaos.event` execution. */
 export const eventPayload = (data: ChaosData) => ({ v: data.n * 7 });
@@ -195,16 +223,45 @@ export const STEP_TIMEOUT_SLEEP_MS = 400;
  * them) and succeeds on the next, or fails for good when `attempts` run out. Its recorded result is
  * { value, attempt, run }, the successful attempt's.
  */
-export function retriedSteps(p: PlannedExecution): Array<{ name: string; failTimes: number; attempts: number; value: number; errorType: string; errorMessage: (attempt: number) => string }> {
+export interface RetriedStep {
+  name: string;
+  /** Attempts that fail, from 1. */
+  failTimes: number;
+  /** Attempts per budget: the step's own policy's, or 1 for a NonRetryableError. */
+  attempts: number;
+  /** Budgets it gets: 1, and one more per operator retry after its budget ran out. */
+  budgets: number;
+  value: number;
+  errorType: string;
+  errorMessage: (attempt: number) => string;
+}
+
+/** Whether the failure of `attempt` left the step more attempts in its budget. */
+export function isRetryableAttempt(want: RetriedStep, attempt: number): boolean {
+  return want.errorType !== 'NonRetryableError' && ((attempt - 1) % want.attempts) + 1 < want.attempts;
+}
+
+/** Whether its budgets run out before an attempt succeeds (the execution fails with StepFailedError). */
+export const isExhausted = (want: RetriedStep): boolean => want.failTimes >= want.attempts * want.budgets;
+
+export function retriedSteps(p: PlannedExecution): RetriedStep[] {
   const { n } = p.data;
   if (p.kind === 'step-timeout') {
-    return [{ name: 't1', failTimes: p.data.failTimes ?? 1, attempts: 6, value: n * 11, errorType: 'StepTimeoutError', errorMessage: () => `step "t1" timed out after ${STEP_TIMEOUT_MS} ms` }];
+    return [{ name: 't1', failTimes: p.data.failTimes ?? 1, attempts: 6, budgets: 1, value: n * 11, errorType: 'StepTimeoutError', errorMessage: () => `step "t1" timed out after ${STEP_TIMEOUT_MS} ms` }];
   }
   if (p.kind === 'step-retry') {
-    return [{ name: 'r1', failTimes: p.data.failTimes ?? 1, attempts: p.data.attempts ?? 4, value: n * 13, errorType: 'Error', errorMessage: (a) => `r1 ${n} attempt ${a}` }];
+    return [{ name: 'r1', failTimes: p.data.failTimes ?? 1, attempts: p.data.attempts ?? 4, budgets: 1, value: n * 13, errorType: 'Error', errorMessage: (a) => `r1 ${n} attempt ${a}` }];
+  }
+  if (p.kind === 'retry' || p.kind === 'bulk-retry') {
+    const attempts = p.data.nonRetryable ? 1 : (p.data.attempts ?? 1);
+    const errorType = p.data.nonRetryable ? 'NonRetryableError' : 'Error';
+    return [{ name: 'gate', failTimes: p.data.failTimes ?? 1, attempts, budgets: 1 + (p.operatorRounds ?? 1), value: n * 17, errorType, errorMessage: (a) => `gate ${n} attempt ${a}` }];
   }
   return [];
 }
+
+/** Kinds an operator retries (see operate.ts): the driver hands them to its Operator. */
+export const OPERATOR_KINDS: ReadonlySet<ChaosKind> = new Set(['retry', 'cancel-retry', 'bulk-retry']);
 
 /** Kinds that must complete (or fail) on their first execution attempt unless a fault (a worker SIGKILL, a PostgreSQL restart) came meanwhile. */
 export const FIRST_ATTEMPT_KINDS: ReadonlySet<ChaosKind> = new Set(['step-timeout', 'step-retry', 'parallel-steps', 'parallel-sleep', 'parallel-events']);
@@ -253,12 +310,28 @@ export function expectedOutcome(p: PlannedExecution): ExpectedOutcome {
       return { status: 'completed', output: { n, t: n * 11, after: n * 11 + 1 } };
     case 'step-retry': {
       const [r1] = retriedSteps(p);
-      if (r1.failTimes >= r1.attempts) {
+      if (isExhausted(r1)) {
         return { status: 'failed', error: { type: 'StepFailedError', message: `step "r1" failed: ${r1.errorMessage(r1.attempts)}`, retryable: false } };
       }
       return { status: 'completed', output: { n, r: r1.value, after: r1.value + n } };
     }
+    case 'retry':
+    case 'bulk-retry':
+      // Completed in the end: the operator retried it after each failure.
+      return { status: 'completed', output: { n, gate: n * 17, after: n * 17 + 1 } };
+    case 'cancel-retry':
+      return { status: 'completed', output: { n, v: n * 7, after: n * 7 + 1 } };
   }
+}
+
+/**
+ * The error each failed run of an operator kind ended with, in order (its attempts' list shows them):
+ * the step's last failure of each budget but the last.
+ */
+export function operatorFailures(p: PlannedExecution): Array<{ type: string; message: string }> {
+  const [gate] = retriedSteps(p);
+  if (!gate) return [];
+  return Array.from({ length: gate.budgets - 1 }, (_, i) => ({ type: 'StepFailedError', message: `step "gate" failed: ${gate.errorMessage((i + 1) * gate.attempts)}` }));
 }
 
 /**
@@ -305,8 +378,13 @@ export function expectedSteps(p: PlannedExecution): string[] {
       return ['before', 't1', 'after'];
     case 'step-retry': {
       const [r1] = retriedSteps(p);
-      return r1.failTimes >= r1.attempts ? ['before'] : ['before', 'r1', 'after'];
+      return isExhausted(r1) ? ['before'] : ['before', 'r1', 'after'];
     }
+    case 'retry':
+    case 'bulk-retry':
+      return ['before', 'gate', 'after'];
+    case 'cancel-retry':
+      return ['before', 'after'];
   }
 }
 

@@ -157,6 +157,11 @@ export async function startEmbeddedServer(dir: string): Promise<DatabaseServer> 
   for (const e of events) for (const l of process.listeners(e as NodeJS.Signals)) if (!before.get(e)?.has(l)) process.removeListener(e, l);
   const port = await findFreePort();
   mkdirSync(dir, { recursive: true });
+  // The server's own log, kept with a failed run's folder: lock waits past deadlock_timeout (1 s) and
+  // deadlocks name the statements on both sides.
+  const log = createWriteStream(path.join(dir, 'postgres.log'), { flags: 'a' });
+  log.on('error', () => undefined);
+  const writeLog = (m: unknown) => void log.write(`${m instanceof Error ? m.message : String(m)}\n`);
   const server = new EmbeddedPostgres({
     databaseDir: path.join(dir, 'pgdata'),
     port,
@@ -164,9 +169,9 @@ export async function startEmbeddedServer(dir: string): Promise<DatabaseServer> 
     password: 'postgres',
     persistent: true,
     createPostgresUser: true,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300', '-c', 'fsync=on'],
-    onLog: () => undefined,
-    onError: () => undefined,
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300', '-c', 'fsync=on', '-c', 'log_lock_waits=on'],
+    onLog: writeLog,
+    onError: writeLog,
   });
   if (!existsSync(path.join(dir, 'pgdata', 'PG_VERSION'))) await server.initialise();
   await server.start();
@@ -186,7 +191,10 @@ export async function startEmbeddedServer(dir: string): Promise<DatabaseServer> 
       await sleep(downMs);
       await server.start();
     },
-    stop: () => server.stop(),
+    stop: async () => {
+      await server.stop();
+      log.end();
+    },
   };
 }
 

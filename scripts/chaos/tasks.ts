@@ -50,6 +50,7 @@ const Data = Type.Object({
   busyMs: Type.Optional(Type.Integer()),
   attempts: Type.Optional(Type.Integer()),
   backoffMs: Type.Optional(Type.Integer()),
+  nonRetryable: Type.Optional(Type.Boolean()),
 });
 const fastRetry = { initialDelay: '100ms', maxDelay: '500ms' } as const;
 
@@ -302,6 +303,34 @@ export const stepRetry = defineTask({
     );
     const after = await effect(ctx, 'after', r.value + data.n);
     return { n: data.n, r: r.value, after };
+  },
+});
+
+/**
+ * Fails until an operator retries it, as often as planned: step `gate` throws on its attempts up to
+ * `failTimes`, Error under a policy of `attempts` (or NonRetryableError, which ends a budget at once),
+ * so each budget ends the execution with StepFailedError. The engine numbers a step's attempts from the
+ * failures it recorded, across operator retries and whatever crashed, so the attempt that succeeds is
+ * failTimes + 1. Its result is { value: 17n, attempt, run }; output { n, gate: 17n, after: 17n + 1 }.
+ */
+export const operatorRetry = defineTask({
+  name: 'chaos.retry',
+  data: Data,
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    await effect(ctx, 'before', data.n);
+    const gate = await ctx.step(
+      'gate',
+      ({ attempt }) => {
+        const run = logEffect(ctx, 'gate', attempt);
+        const message = `gate ${data.n} attempt ${attempt}`;
+        if (attempt <= (data.failTimes ?? 1)) throw data.nonRetryable ? new NonRetryableError(message) : new Error(message);
+        return { value: data.n * 17, attempt, run };
+      },
+      { retry: { maxAttempts: data.attempts ?? 1, initialDelay: 20, maxDelay: 20 } },
+    );
+    const after = await effect(ctx, 'after', gate.value + 1);
+    return { n: data.n, gate: gate.value, after };
   },
 });
 

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import pg from 'pg';
 import type { DrivenResult } from './driver';
+import { verifyOperations, type OperateCounts, type OperatorLog } from './verify-operate';
 import {
   CRON_OUTPUT,
   CRON_TASK,
@@ -11,6 +12,8 @@ import {
   expectedSteps,
   fanoutChildren,
   FIRST_ATTEMPT_KINDS,
+  isExhausted,
+  isRetryableAttempt,
   PARALLEL_EVENTS,
   parallelEventPayload,
   retriedSteps,
@@ -42,10 +45,12 @@ export interface Verification {
     /** Executions the cron task's fire times started, and the seconds the workers ran (at most one each). */
     cronFires: number;
     cronSeconds: number;
+    /** What the operator's retries, bulk retries and pauses came to (see verify-operate.ts). */
+    operations: OperateCounts;
   };
 }
 
-interface EffectLine {
+export interface EffectLine {
   executionId: string;
   step: string;
   attempt: number;
@@ -83,6 +88,8 @@ export async function verifyRun(
    * and PostgreSQL restarts. Without it, no execution is required to finish on its first attempt.
    */
   faultWindows?: ReadonlyArray<{ from: number; to: number }>,
+  /** The operator's bulk actions and pauses (the driver's Operator stats). */
+  operations: OperatorLog = { bulkActions: [], pauses: [] },
 ): Promise<Verification> {
   const violations: string[] = [];
   const violationCounts: Record<string, number> = {};
@@ -107,7 +114,8 @@ export async function verifyRun(
       parent_id: string | null;
       data: unknown;
       created_at: Date;
-    }>('SELECT id, task, idempotency_key, status, output, error, attempt, completed_at, start_at, started_at, parent_id, data, created_at FROM stepwise.executions');
+      tags: string[] | null;
+    }>('SELECT id, task, idempotency_key, status, output, error, attempt, completed_at, start_at, started_at, parent_id, data, created_at, tags FROM stepwise.executions');
     const { rows: steps } = await client.query<{
       execution_id: string;
       name: string;
@@ -314,7 +322,9 @@ export async function verifyRun(
 
       for (const want of retriedSteps(plan)) {
         const row = named(want.name);
-        const exhausted = want.failTimes >= want.attempts;
+        const exhausted = isExhausted(want);
+        // The attempt the last budget ends on, when the budgets run out.
+        const lastBudgetEnd = want.attempts * want.budgets;
         if (!row || row.kind !== 'step') {
           violate('retried-step', `${e.id} (${plan.kind}) has no record of step ${want.name}`);
           continue;
@@ -325,16 +335,16 @@ export async function verifyRun(
         // Every failed attempt is kept, numbered from 1, once each: a crash re-runs an attempt whose
         // failure was not recorded under the same number.
         const attempts = failures.map((f) => f.attempt);
-        const wantAttempts = Array.from({ length: exhausted ? want.attempts : want.failTimes }, (_, i) => i + 1);
+        const wantAttempts = Array.from({ length: exhausted ? lastBudgetEnd : want.failTimes }, (_, i) => i + 1);
         if (!isDeepStrictEqual(attempts, wantAttempts)) violate('step-failures', `${e.id} (${plan.kind}) step ${want.name} kept failed attempts [${attempts.join(',')}], expected [${wantAttempts.join(',')}]`);
         for (const f of failures) {
-          const wantError = { type: want.errorType, message: want.errorMessage(f.attempt), retryable: f.attempt < want.attempts };
+          const wantError = { type: want.errorType, message: want.errorMessage(f.attempt), retryable: isRetryableAttempt(want, f.attempt) };
           if (!isDeepStrictEqual(f.error, wantError)) violate('step-failures', `${e.id} (${plan.kind}) step ${want.name} attempt ${f.attempt} failed with ${JSON.stringify(f.error)}, expected ${JSON.stringify(wantError)}`);
           if (!(Date.parse(f.started_at) <= Date.parse(f.ended_at))) violate('step-failures', `${e.id} step ${want.name} attempt ${f.attempt} ended ${f.ended_at} before it started ${f.started_at}`);
         }
         const lines = linesByStep.get(`${e.id} ${want.name}`) ?? [];
         if (exhausted) {
-          const wantError = { type: want.errorType, message: want.errorMessage(want.attempts), retryable: false };
+          const wantError = { type: want.errorType, message: want.errorMessage(lastBudgetEnd), retryable: false };
           if (row.completed || row.outcome !== 'failed' || !isDeepStrictEqual(row.error, wantError)) {
             violate('retried-step', `${e.id} (${plan.kind}) step ${want.name}: completed ${row.completed}, outcome ${row.outcome}, error ${JSON.stringify(row.error)}; expected failed with ${JSON.stringify(wantError)}`);
           }
@@ -350,7 +360,7 @@ export async function verifyRun(
           if (line && last && line.at - Date.parse(last.ended_at) > 5000) durableStepRetries += 1;
         }
         // No attempt beyond the last that can run, and every failure kept was an attempt that ran.
-        const lastAttempt = exhausted ? want.attempts : want.failTimes + 1;
+        const lastAttempt = exhausted ? lastBudgetEnd : want.failTimes + 1;
         for (const l of lines) {
           if (l.stepAttempt === undefined || l.stepAttempt < 1 || l.stepAttempt > lastAttempt) violate('step-attempt-beyond', `${e.id} (${plan.kind}) step ${want.name} ran as attempt ${l.stepAttempt} at ${new Date(l.at).toISOString()}; its last possible attempt is ${lastAttempt}`);
         }
@@ -401,6 +411,18 @@ export async function verifyRun(
         }
       }
     }
+    const operationCounts = await verifyOperations(
+      client,
+      {
+        ...operations,
+        plans,
+        driven,
+        executionOf: (plan) => byKey.get(plan.idempotencyKey)?.[0],
+        stepOf: (id, name) => stepsByExecution.get(id)?.find((s) => s.name === name),
+        linesOf: (id, step) => linesByStep.get(`${id} ${step}`) ?? [],
+      },
+      violate,
+    );
     return {
       violations,
       violationCounts,
@@ -418,6 +440,7 @@ export async function verifyRun(
         retriedAfterFault,
         cronFires,
         cronSeconds: Math.floor((workersRan.to - workersRan.from) / 1000),
+        operations: operationCounts,
       },
     };
   } finally {
