@@ -221,6 +221,12 @@ export interface paths {
          *     payload fails it, the answer is 422 and the execution keeps waiting. Of two concurrent
          *     deliveries exactly one succeeds; the other gets 409 `not_waiting_for_event`, as does an event
          *     for an execution that waits for another event or does not wait at all.
+         *
+         *     With an `Idempotency-Key` header the delivery can be retried safely: a repeat with the same key
+         *     for the same execution and event answers the first delivery's 200 again, unchanged, however
+         *     the execution moved on since (it is not delivered twice, and its payload is not looked at
+         *     again). The key is kept with the execution, for as long as the execution is. A request with
+         *     another key, or none, is judged as usual: 409 when the execution no longer waits.
          */
         post: operations["sendEvent"];
         delete?: never;
@@ -1820,7 +1826,14 @@ export interface operations {
     sendEvent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description A key of the client's choosing (1-255 characters), unique per delivery it means to make to
+                 *     this execution and event; the same key again answers the first delivery's result.
+                 * @example approval-A-1002-1
+                 */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /**
                  * @description The execution's id (a UUIDv7). Anything that is not an existing execution's id gets 404.
@@ -1847,7 +1860,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The event was delivered; the execution will resume. */
+            /** @description The event was delivered (or, for a repeated `Idempotency-Key`, had been); the execution will resume. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];

@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import { ExecutionNotFoundError, NotWaitingForEventError, TaskNotRegisteredError } from '../errors';
-import { deliverEvent, getExecution } from '../store/executions';
+import { deliverEvent, deliverEventOnce, findKeyedDelivery, getExecution } from '../store/executions';
 import type { ApiDeps } from './deps';
 import type { ApiState } from './state';
 import { toValidEvent } from './task-checks';
@@ -9,21 +9,36 @@ import { addOperation } from './typed';
 /** Event delivery to waiting executions. */
 export function addEventRoutes(router: Router<ApiState>, deps: ApiDeps): void {
   const { db, taskSchemas } = deps;
-  addOperation(router, deps.routes, 'sendEvent', async ({ params, body }) => {
+  addOperation(router, deps.routes, 'sendEvent', async ({ params, headers, body }) => {
     const payload = body === undefined ? null : body;
+    const key = headers['idempotency-key'];
+    // A repeat of a delivery that was made answers as it did, whatever the execution does now.
+    if (key !== undefined) {
+      const made = await findKeyedDelivery(db, params.id, params.event_name, key);
+      if (made) return { status: 200, body: made };
+    }
     // The checks in the contract's order: the execution exists, waits for this event, and the payload
     // fits the event's schema (an execution's task never changes); then one conditional statement
     // delivers it, and a delivery that lost a race finds nothing to deliver.
     const execution = await getExecution(db, params.id);
     if (!execution) throw new ExecutionNotFoundError(params.id);
-    if (execution.status !== 'waiting' || !execution.openWaits?.some((w) => w.eventName === params.event_name)) {
+    // Not waiting: unless a concurrent delivery with the same key made it so (then its answer is ours).
+    const notWaiting = async () => {
+      const made = key === undefined ? undefined : await findKeyedDelivery(db, params.id, params.event_name, key);
+      if (made) return { status: 200 as const, body: made };
       throw new NotWaitingForEventError(params.id, params.event_name);
-    }
+    };
+    if (execution.status !== 'waiting' || !execution.openWaits?.some((w) => w.eventName === params.event_name)) return notWaiting();
     const task = await taskSchemas.getTask(execution.task).catch((err: unknown) => {
       if (err instanceof TaskNotRegisteredError) return undefined;
       throw err;
     });
     const stored = toValidEvent(task, params.event_name, payload, deps.config.limits.valueBytes);
+    if (key !== undefined) {
+      const keyed = await deliverEventOnce(db, params.id, params.event_name, stored, key);
+      if (keyed.kind === 'not_waiting') return notWaiting();
+      return { status: 200, body: keyed.answer };
+    }
     const outcome = await deliverEvent(db, params.id, params.event_name, stored);
     if (outcome.kind === 'not_waiting') throw new NotWaitingForEventError(params.id, params.event_name);
     return { status: 200, body: { status: 'delivered' as const, execution_id: outcome.execution.id, event_name: params.event_name, execution_status: outcome.execution.status } };

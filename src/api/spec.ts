@@ -39,8 +39,12 @@ export interface SpecOperation {
   requiresAuth: boolean;
   pathParams: string[];
   queryParams: string[];
+  /** Header parameters the operation declares, by their lower-case names (as Node gives headers). */
+  headerParams: string[];
   validatePath: ValidateFunction;
   validateQuery: ValidateFunction;
+  /** Over the declared headers only, by lower-case name: other headers are the transport's business. */
+  validateHeaders: ValidateFunction;
   /** False for operations marked `x-unknown-query: ignore`: their query string is not checked. */
   strictQuery: boolean;
   /** Maximums applied after validation (`x-clamp-maximum`): too large is clamped, not rejected. */
@@ -100,11 +104,11 @@ function createAjv(options: { coerce: boolean }): Ajv2020 {
 }
 
 /** An object schema whose properties point at the parameters' own schemas: no schema is written twice. */
-function compileParameters(ajv: Ajv2020, params: Array<{ value: Json; at: string[] }>): ValidateFunction {
+function compileParameters(ajv: Ajv2020, params: Array<{ value: Json; at: string[] }>, nameOf = (name: string) => name): ValidateFunction {
   const properties: Record<string, unknown> = {};
   const required: string[] = [];
   for (const { value, at } of params) {
-    const name = value.name as string;
+    const name = nameOf(value.name as string);
     const schema = value.schema as Json;
     // useDefaults does not look through a $ref, hence the sibling default.
     properties[name] = schema.default === undefined ? { $ref: pointer(...at, 'schema') } : { $ref: pointer(...at, 'schema'), default: schema.default };
@@ -118,6 +122,7 @@ function compileOperation(doc: Json, ajvs: { plain: Ajv2020; coercing: Ajv2020 }
   const params = [...((pathItem.parameters as Json[]) ?? []).map((v, i) => deref(doc, v, ['paths', p, 'parameters', String(i)])), ...((op.parameters as Json[]) ?? []).map((v, i) => deref(doc, v, [...at, 'parameters', String(i)]))];
   const pathParams = params.filter((x) => x.value.in === 'path');
   const queryParams = params.filter((x) => x.value.in === 'query');
+  const headerParams = params.filter((x) => x.value.in === 'header');
   const clamps: Record<string, number> = {};
   for (const { value } of queryParams) if (typeof value['x-clamp-maximum'] === 'number') clamps[value.name as string] = value['x-clamp-maximum'];
   let body: SpecOperation['body'];
@@ -142,8 +147,10 @@ function compileOperation(doc: Json, ajvs: { plain: Ajv2020; coercing: Ajv2020 }
     requiresAuth: schemes[0] === 'bearerAuth',
     pathParams: pathParams.map((x) => x.value.name as string),
     queryParams: queryParams.map((x) => x.value.name as string),
+    headerParams: headerParams.map((x) => (x.value.name as string).toLowerCase()),
     validatePath: compileParameters(ajvs.plain, pathParams),
     validateQuery: compileParameters(ajvs.coercing, queryParams),
+    validateHeaders: compileParameters(ajvs.plain, headerParams, (name) => name.toLowerCase()),
     strictQuery: op['x-unknown-query'] !== 'ignore',
     clamps,
     body,

@@ -4,6 +4,8 @@ import type { ParameterizedContext } from 'koa';
 export interface ValidatedInput {
   params: Record<string, string>;
   query: Record<string, unknown>;
+  /** The header parameters the operation declares, by lower-case name. */
+  headers: Record<string, unknown>;
   body: unknown;
 }
 

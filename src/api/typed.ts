@@ -33,10 +33,16 @@ type ParamsOf<K extends OperationId, Where extends 'path' | 'query'> = [NonNulla
   ? Record<string, never>
   : NonNullable<Op<K>['parameters'][Where]>;
 
+/** Header parameters by the lower-case names Node gives them. */
+type HeadersOf<K extends OperationId> = [NonNullable<Op<K>['parameters']['header']>] extends [never]
+  ? Record<string, never>
+  : { [P in keyof NonNullable<Op<K>['parameters']['header']> as Lowercase<P & string>]: NonNullable<Op<K>['parameters']['header']>[P] };
+
 /** A handler's validated input, typed from the generated operation. */
 export interface HandlerInput<K extends OperationId> {
   params: ParamsOf<K, 'path'>;
   query: ParamsOf<K, 'query'>;
+  headers: HeadersOf<K>;
   body: RequestBodyOf<K>;
   ctx: ApiContext;
 }
@@ -90,7 +96,7 @@ export function addOperation<K extends OperationId>(router: Router<ApiState>, op
     validateRequest(op),
     async (ctx: ApiContext) => {
       const input = ctx.state.input as NonNullable<ApiState['input']>;
-      const result = await retryingConflicts(() => handler({ params: input.params, query: input.query, body: input.body, ctx } as HandlerInput<K>));
+      const result = await retryingConflicts(() => handler({ params: input.params, query: input.query, headers: input.headers, body: input.body, ctx } as HandlerInput<K>));
       ctx.status = result.status as number;
       if (result.contentType) ctx.type = result.contentType;
       ctx.body = result.body;

@@ -55,13 +55,18 @@ export function validateRequest(op: SpecOperation): Middleware<ApiState> {
     for (const [name, max] of Object.entries(op.clamps)) {
       if (typeof query[name] === 'number' && (query[name] as number) > max) query[name] = max;
     }
+    // Declared headers only: a repeated one (an array in Node) fails its string schema.
+    const headers: Record<string, unknown> = {};
+    for (const name of op.headerParams) if (ctx.headers[name] !== undefined) headers[name] = ctx.headers[name];
+    assertStorable(headers, 'header');
+    check(op.validateHeaders, headers, 'header', 'headers');
     let body = ctx.state.body;
     if (op.body) {
       if (body === undefined) {
         if (op.body.required) throw new InvalidDataError('request body is required', [{ path: 'body', message: 'is required' }]);
       } else check(op.body.validate, body, 'body', 'request body');
     }
-    ctx.state.input = { params, query, body };
+    ctx.state.input = { params, query, headers, body };
     await next();
   };
 }

@@ -153,9 +153,14 @@ export function createStepwiseClient(options: StepwiseClientOptions) {
     },
 
     /** Delivers event `name` with `payload` (any JSON value) to an execution that waits for it. */
-    async sendEvent(id: string, name: string, payload: unknown = null): Promise<EventDelivered> {
+    /**
+     * Delivers an event. With `idempotencyKey`, a retry of a delivery whose answer was lost gets the
+     * first delivery's answer again instead of 409 (the `Idempotency-Key` header).
+     */
+    async sendEvent(id: string, name: string, payload: unknown = null, options: { idempotencyKey?: string } = {}): Promise<EventDelivered> {
+      const header = options.idempotencyKey === undefined ? {} : { 'Idempotency-Key': options.idempotencyKey };
       return (
-        await unwrap(raw.POST('/api/v1/events/{id}/{event_name}', { params: { path: { id, event_name: name } }, body: payload }))
+        await unwrap(raw.POST('/api/v1/events/{id}/{event_name}', { params: { path: { id, event_name: name }, header }, body: payload }))
       ).data;
     },
 

@@ -292,18 +292,8 @@ export async function listExecutions(db: Db, filter: ListFilter): Promise<ListPa
 
 export type DeliverOutcome = { kind: 'delivered'; execution: ExecutionRecord } | { kind: 'not_waiting' };
 
-/**
- * Delivers an event in one statement: it locks the execution while it waits, completes its earliest
- * open wait for this event whose deadline has not passed (a delivery after the timeout loses to it),
- * makes the execution due and wakes the workers. Of two concurrent deliveries the second waits for
- * the row lock; its update of the wait's step then finds the step completed and delivers nothing.
- * The caller validates the payload first (an execution's task never changes).
- */
-export async function deliverEvent(db: Db, id: string, eventName: string, payload: unknown): Promise<DeliverOutcome> {
-  const rows = await preparedRows<ExecutionRow>(
-    db,
-    'stepwise_deliver_event_v2',
-    `WITH target AS (
+/** The statement of deliverEvent, over ($1 id, $2 event name, $3 payload). */
+const DELIVER_SQL = `WITH target AS (
        SELECT id FROM stepwise.executions WHERE id = $1 AND status = 'waiting' FOR UPDATE
      ),
      step AS (
@@ -322,8 +312,72 @@ export async function deliverEvent(db: Db, id: string, eventName: string, payloa
         WHERE e.id = (SELECT id FROM target) AND EXISTS (SELECT 1 FROM step)
        RETURNING e.*
      )
-     SELECT delivered.*, pg_notify('${CHANNEL_WORK}', delivered.task) IS NULL AS _n FROM delivered`,
-    [id, eventName, toJsonb(payload ?? null)],
-  );
+     SELECT delivered.*, pg_notify('${CHANNEL_WORK}', delivered.task) IS NULL AS _n FROM delivered`;
+
+/**
+ * Delivers an event in one statement: it locks the execution while it waits, completes its earliest
+ * open wait for this event whose deadline has not passed (a delivery after the timeout loses to it),
+ * makes the execution due and wakes the workers. Of two concurrent deliveries the second waits for
+ * the row lock; its update of the wait's step then finds the step completed and delivers nothing.
+ * The caller validates the payload first (an execution's task never changes).
+ */
+export async function deliverEvent(db: Db, id: string, eventName: string, payload: unknown): Promise<DeliverOutcome> {
+  const rows = await preparedRows<ExecutionRow>(db, 'stepwise_deliver_event_v2', DELIVER_SQL, [id, eventName, toJsonb(payload ?? null)]);
   return rows[0] ? { kind: 'delivered', execution: rowToExecution(rows[0]) } : { kind: 'not_waiting' };
+}
+
+/** The API's answer to a delivery, as kept for a repeat of its idempotency key. */
+export interface DeliveryAnswer {
+  status: 'delivered';
+  execution_id: string;
+  event_name: string;
+  execution_status: ExecutionStatus;
+}
+
+export type KeyedDeliverOutcome = { kind: 'delivered'; answer: DeliveryAnswer } | { kind: 'repeated'; answer: DeliveryAnswer } | { kind: 'not_waiting' };
+
+/** The answer a delivery with this idempotency key made, if one did. */
+export async function findKeyedDelivery(db: Db, id: string, eventName: string, key: string): Promise<DeliveryAnswer | undefined> {
+  const rows = await queryRows<{ answer: DeliveryAnswer }>(
+    db,
+    'SELECT answer FROM stepwise.event_deliveries WHERE execution_id = ? AND event_name = ? AND idempotency_key = ?',
+    [id, eventName, key],
+  );
+  return rows[0]?.answer;
+}
+
+const REPEATED = Symbol('repeated');
+const NOT_DELIVERED = Symbol('not delivered');
+
+/**
+ * deliverEvent under the client's idempotency key, in one transaction: it first takes the key (an
+ * insert into event_deliveries, whose primary key makes a concurrent delivery with the same key wait
+ * for this one and then find it), then delivers, then keeps the answer. Nothing delivered, nothing
+ * kept: the transaction rolls back and the key stays free. A key another delivery took answers that
+ * delivery's answer.
+ */
+export async function deliverEventOnce(db: Db, id: string, eventName: string, payload: unknown, key: string): Promise<KeyedDeliverOutcome> {
+  try {
+    const answer = await withReadCommitted(db, async (connection) => {
+      const taken = await connection.query(
+        `INSERT INTO stepwise.event_deliveries (execution_id, event_name, idempotency_key, answer)
+         SELECT id, $2, $3, '{}'::jsonb FROM stepwise.executions WHERE id = $1
+         ON CONFLICT DO NOTHING RETURNING 1`,
+        [id, eventName, key],
+      );
+      if (taken.rowCount === 0) throw REPEATED;
+      const rows = (await connection.query<ExecutionRow>(DELIVER_SQL, [id, eventName, toJsonb(payload ?? null)])).rows;
+      if (!rows[0]) throw NOT_DELIVERED;
+      const delivered: DeliveryAnswer = { status: 'delivered', execution_id: rows[0].id, event_name: eventName, execution_status: rows[0].status };
+      await connection.query('UPDATE stepwise.event_deliveries SET answer = $4 WHERE execution_id = $1 AND event_name = $2 AND idempotency_key = $3', [id, eventName, key, delivered]);
+      return delivered;
+    });
+    return { kind: 'delivered', answer };
+  } catch (err) {
+    if (err === NOT_DELIVERED) return { kind: 'not_waiting' };
+    if (err !== REPEATED) throw err;
+    // The key was taken by a delivery that committed (the insert waited for it), or the execution is gone.
+    const answer = await findKeyedDelivery(db, id, eventName, key);
+    return answer ? { kind: 'repeated', answer } : { kind: 'not_waiting' };
+  }
 }

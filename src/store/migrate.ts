@@ -11,6 +11,7 @@ import * as m009 from './migrations/009-parallel-waits';
 import * as m010 from './migrations/010-workers';
 import * as m011 from './migrations/011-operate';
 import * as m012 from './migrations/012-find-executions';
+import * as m013 from './migrations/013-idempotent-events';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -31,6 +32,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['010-workers', m010],
   ['011-operate', m011],
   ['012-find-executions', m012],
+  ['013-idempotent-events', m013],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {
