@@ -95,10 +95,13 @@ describe('prefetch', () => {
   test('a buffered execution left waiting past prefetchHoldMs goes back to the queue, its attempt uncounted, and another worker runs it', async () => {
     const { task, started, open } = gatedTask('prefetch-hold');
     const [first, second] = await schedule('prefetch-hold', 2);
-    const busy = await startWorker(t, [task], { concurrency: 1, prefetch: 1, prefetchHoldMs: 200 });
+    const claimedIds = new Set<string>();
+    const busy = await startWorker(t, [task], { concurrency: 1, prefetch: 1, prefetchHoldMs: 200, observer: { claimed: (c) => c.forEach((e) => claimedIds.add(e.execution.id)) } });
     try {
       await waitUntil(() => (started.length === 1 ? true : undefined), 'one handler to start');
       const buffered = started[0] === first ? second : first;
+      // Pending both before its claim (a loaded machine may claim the two apart) and after the hand-back.
+      await waitUntil(() => (claimedIds.has(buffered) ? true : undefined), 'the other execution to be claimed into the buffer');
       await waitUntil(async () => ((await getExecution(t.db, buffered))?.status === 'pending' ? true : undefined), 'the buffered execution to be handed back');
       expect(await getExecution(t.db, buffered)).toMatchObject({ status: 'pending', attempt: 0, leaseToken: null, startedAt: null });
       // The busy worker does not take it again while its only slot stays busy.
