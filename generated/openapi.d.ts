@@ -43,6 +43,42 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/executions/changes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow the status changes of all executions (Server-Sent Events)
+         * @description A `text/event-stream` (Server-Sent Events) naming every execution whose status changes, so a
+         *     view of many executions (a list page) can re-read what it shows when something moved instead
+         *     of polling, over one connection. Authenticate with the `Authorization` header as everywhere
+         *     (browsers' `EventSource` cannot send it: read the stream with `fetch`). The stream's lines:
+         *
+         *     - `retry: 1000`, first: the reconnection delay the server suggests, in milliseconds.
+         *     - `event: sync` with `data: {}`: when the stream opens, and again whenever changes may have
+         *       been missed (the server re-established its own database connection). Re-read what you show.
+         *     - `event: changed` with `data:` an `ExecutionChange` (`execution_id`, `task`, `status`): an
+         *       execution's status changed: a worker claimed it (`running`), it paused in a sleep or an
+         *       event wait (`waiting`), it went back to `pending` (a retry, a release), or it ended
+         *       (`completed`, `failed`, `cancelled`). The status is the one read when the event is sent, so
+         *       a later one may already show, and a status may repeat. Creating an execution sends no event:
+         *       a list that must show new pending executions still re-reads now and then.
+         *     - `: keep-alive` comment lines every 15 seconds (`STEPWISE_STREAM_KEEPALIVE_MS`).
+         *
+         *     The stream does not end by itself; the server ends it when it shuts down (reconnect then).
+         */
+        get: operations["streamExecutionChanges"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/executions/{id}": {
         parameters: {
             query?: never;
@@ -77,6 +113,46 @@ export interface paths {
          *     current status; call again to keep waiting. `timeout=0` answers at once.
          */
         get: operations["waitForExecution"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/executions/{id}/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow an execution live (Server-Sent Events)
+         * @description A `text/event-stream` (Server-Sent Events) of the execution's state: first an `execution` event
+         *     with its current state (the same JSON as `GET /executions/{id}`), then one per change (its
+         *     status changed, a step completed, it began or stopped waiting), and once the event of a
+         *     terminal state (completed, failed, cancelled) is sent the server ends the stream. An unknown id
+         *     gets the 404 envelope as JSON, before any event. Authenticate with the `Authorization` header as
+         *     everywhere (browsers' `EventSource` cannot send it: read the stream with `fetch`). The lines:
+         *
+         *     - `retry: 1000`, first: the reconnection delay the server suggests, in milliseconds.
+         *     - Per event: `id: <steps_completed>-<fingerprint>`, `event: execution`, `data:` the Execution
+         *       as one line of JSON, and a blank line. The id names the state sent (equal ids, equal
+         *       states), so a client that reconnects can tell whether it missed anything. The server does not
+         *       read `Last-Event-ID`: every stream starts with the current state.
+         *     - `: keep-alive` comment lines every 15 seconds (`STEPWISE_STREAM_KEEPALIVE_MS`), so a client
+         *       or a proxy can tell a quiet stream from a dead one.
+         *
+         *     Each event is the state the server reads when it is told of a change: changes that come in a
+         *     burst may arrive as fewer events, each a whole state, and a reader that falls behind gets the
+         *     latest state rather than every one in between. While the database is unreachable the stream
+         *     stays open (keep-alives only) and sends what changed once the database is back. A server that
+         *     shuts down ends its streams without a terminal event: reconnect, to the same or another server,
+         *     to follow on.
+         */
+        get: operations["streamExecution"];
         put?: never;
         post?: never;
         delete?: never;
@@ -347,6 +423,121 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhooks
+         * @description Every subscribed webhook, oldest first, without its secret.
+         */
+        get: operations["listWebhooks"];
+        put?: never;
+        /**
+         * Subscribe a webhook
+         * @description Subscribes `url` to execution events: `execution.completed`, `execution.failed`,
+         *     `execution.cancelled` and `execution.waiting` (entered at every sleep, event wait and child
+         *     wait, and at each new wait after a resume), for every task or only the `tasks` named (names
+         *     need not be registered yet). Each status change that commits queues one delivery per matching
+         *     webhook, in the same transaction as the change: no notification is lost, and none is sent for a
+         *     change that rolled back. Deliveries are POSTs of the `WebhookPayload` JSON, signed as the
+         *     Standard Webhooks specification says (`webhook-id`, `webhook-timestamp`, `webhook-signature:
+         *     v1,<base64 HMAC-SHA256>`), so the `standardwebhooks` packages verify them.
+         *
+         *     The answer holds the `secret` to verify signatures with (`whsec_` and the base64 of 32 random
+         *     bytes). It is shown only here: no other answer includes it.
+         *
+         *     The target must be `http` or `https`, without credentials in the URL. Its host is resolved now
+         *     and again at every delivery (so a name that later resolves elsewhere is caught when
+         *     connecting): link-local addresses (169.254.0.0/16, fe80::/10), cloud metadata endpoints
+         *     (169.254.169.254, fd00:ec2::254, 100.100.100.200, 168.63.129.16, `metadata.google.internal`,
+         *     …) and unspecified, multicast and reserved addresses are always refused; private, loopback,
+         *     carrier-grade NAT and unique-local ones (10/8, 172.16/12, 192.168/16, 100.64/10, 127/8, ::1,
+         *     fc00::/7) unless the operator allows them (`STEPWISE_WEBHOOKS_ALLOW_PRIVATE`; `stepwise dev`
+         *     does). A refused target, or a host that does not resolve, is 422 `invalid_data` with a detail
+         *     at `body/url`.
+         */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/{webhook_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook
+         * @description Unsubscribes the webhook and deletes its deliveries: pending ones are not attempted again (an
+         *     attempt already under way may still arrive). Status changes that commit after this answer
+         *     queue nothing for it.
+         */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/{webhook_id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a webhook's deliveries
+         * @description A page of the webhook's deliveries, newest first (by `created_at`, ties by `delivery_id`), with
+         *     their latest attempts. A delivery is `pending` until an attempt is answered with 2xx
+         *     (`delivered`) or until its retries run out (`failed`): the first retry comes about 5 s after a
+         *     failed attempt, then after about 30 s, 2 min, 10 min, 30 min, 1 h, 2 h, 4 h and every 6 h
+         *     (each ±20 %; by default: `webhooks.retryBaseMs`), until 24 h after its creation
+         *     (`webhooks.retryForMs`), the last attempt being made then. Each attempt may take 10 s
+         *     (`webhooks.timeoutMs`). Delivered and failed deliveries are deleted after the retention period
+         *     (`STEPWISE_RETENTION`), counted from their creation.
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/{webhook_id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test message to a webhook
+         * @description Queues a `webhook.test` message to the webhook (`{"type": "webhook.test", "timestamp", "data":
+         *     {"webhook_id"}}`), signed and retried like any delivery, and answers the delivery, which
+         *     `GET …/deliveries` then follows. No body is needed; an empty JSON object is accepted.
+         */
+        post: operations["testWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/openapi.yaml": {
         parameters: {
             query?: never;
@@ -599,6 +790,12 @@ export interface components {
             /** @description A human-readable hint to call again. */
             message: string;
         };
+        /** @description The data of a `changed` event of `GET /executions/changes`, one line of JSON. */
+        ExecutionChange: {
+            execution_id: components["schemas"]["ExecutionId"];
+            task: components["schemas"]["TaskName"];
+            status: components["schemas"]["ExecutionStatus"];
+        };
         /** @description The execution is cancelled. */
         CancelledExecution: {
             execution_id: components["schemas"]["ExecutionId"];
@@ -835,6 +1032,171 @@ export interface components {
             /** @description The workers, oldest first. */
             workers: components["schemas"]["Worker"][];
         };
+        /**
+         * @description An execution event a webhook may subscribe to: the execution entered this status.
+         *     `execution.waiting` comes at every sleep, event wait and child wait (and at each new wait after
+         *     a resume).
+         * @enum {string}
+         */
+        WebhookEventType: "execution.completed" | "execution.failed" | "execution.cancelled" | "execution.waiting";
+        /** @description A webhook subscription. */
+        CreateWebhookRequest: {
+            /**
+             * Format: uri
+             * @description Where deliveries are POSTed; `http` or `https`, without credentials.
+             */
+            url: string;
+            /** @description The events to deliver; at least one, each once. */
+            events: components["schemas"]["WebhookEventType"][];
+            /** @description Only executions of these tasks; omitted, every task. */
+            tasks?: components["schemas"]["TaskName"][];
+        };
+        /** @description A webhook subscription, without its secret. */
+        Webhook: {
+            /**
+             * Format: uuid
+             * @description The webhook's id.
+             */
+            webhook_id: string;
+            /** @description Where deliveries are POSTed. */
+            url: string;
+            /** @description The events it receives. */
+            events: components["schemas"]["WebhookEventType"][];
+            /** @description The tasks whose executions it hears of; null for every task. */
+            tasks: components["schemas"]["TaskName"][] | null;
+            created_at: components["schemas"]["Timestamp"];
+        };
+        /** @description A new webhook subscription, with the secret that signs its deliveries (shown only in this answer). */
+        CreatedWebhook: {
+            /**
+             * Format: uuid
+             * @description The webhook's id.
+             */
+            webhook_id: string;
+            /** @description Where deliveries are POSTed. */
+            url: string;
+            /** @description The events it receives. */
+            events: components["schemas"]["WebhookEventType"][];
+            /** @description The tasks whose executions it hears of; null for every task. */
+            tasks: components["schemas"]["TaskName"][] | null;
+            created_at: components["schemas"]["Timestamp"];
+            /** @description The signing secret in the Standard Webhooks form, `whsec_` and the base64 of 32 random bytes; verify `webhook-signature` with it. */
+            secret: string;
+        };
+        /** @description The subscribed webhooks. */
+        WebhookList: {
+            /** @description The webhooks, oldest first. */
+            webhooks: components["schemas"]["Webhook"][];
+        };
+        /**
+         * @description `pending`: not answered with 2xx yet, an attempt is due or under way. `delivered`: an attempt was
+         *     answered with 2xx. `failed`: no attempt was, until the retries ran out.
+         * @enum {string}
+         */
+        WebhookDeliveryStatus: "pending" | "delivered" | "failed";
+        /** @description One attempt of a delivery. */
+        WebhookDeliveryAttempt: {
+            attempted_at: components["schemas"]["Timestamp"];
+            /** @description The target's HTTP status, or null when there was no answer. */
+            status_code: number | null;
+            /** @description From the attempt's start to the answer's headers (or to the failure). */
+            latency_ms: number;
+            /** @description Why it failed: `answered 503`, a network error, `timed out after 10000 ms`, or `refused target: …` (the host resolved to a refused address); null when delivered. */
+            error: string | null;
+        };
+        /** @description One message to one webhook, with its latest attempt. `delivery_id` is the `webhook-id` header of every attempt. */
+        WebhookDelivery: {
+            /**
+             * Format: uuid
+             * @description The message's id, sent as `webhook-id` in every attempt (receivers deduplicate by it).
+             */
+            delivery_id: string;
+            /**
+             * @description The payload's `type`.
+             * @enum {string}
+             */
+            event_type: "execution.completed" | "execution.failed" | "execution.cancelled" | "execution.waiting" | "webhook.test";
+            /**
+             * Format: uuid
+             * @description The execution it is about; null for `webhook.test`.
+             */
+            execution_id: string | null;
+            status: components["schemas"]["WebhookDeliveryStatus"];
+            /** @description Attempts made so far. */
+            attempts: number;
+            created_at: components["schemas"]["Timestamp"];
+            last_attempt_at: components["schemas"]["NullableTimestamp"];
+            next_attempt_at: components["schemas"]["NullableTimestamp"];
+            /** @description The latest attempt's HTTP status, or null (no attempt yet, or no answer). */
+            last_status_code: number | null;
+            /** @description The latest attempt's latency, or null before the first. */
+            last_latency_ms: number | null;
+            /** @description Why the latest attempt failed, or null. */
+            last_error: string | null;
+            /** @description The latest attempts (at most 30), oldest first. */
+            attempt_log: components["schemas"]["WebhookDeliveryAttempt"][];
+        };
+        /** @description One page of a webhook's deliveries. */
+        WebhookDeliveryList: {
+            /** @description The deliveries, newest first. */
+            deliveries: components["schemas"]["WebhookDelivery"][];
+            /** @description The webhook's deliveries in all. */
+            total: number;
+            /** @description The page size applied. */
+            limit: number;
+            /** @description Deliveries skipped before the page. */
+            offset: number;
+        };
+        /**
+         * @description The JSON body of a delivery (`type`, `timestamp`, `data`, as the Standard Webhooks specification
+         *     suggests), POSTed with `content-type: application/json` and the headers `webhook-id` (the
+         *     delivery's id, the same in every attempt), `webhook-timestamp` (the attempt's Unix time in
+         *     seconds) and `webhook-signature` (`v1,` and the base64 HMAC-SHA256 of
+         *     `{webhook-id}.{webhook-timestamp}.{body}`, keyed with the base64-decoded secret after
+         *     `whsec_`); receivers should also refuse a `webhook-timestamp` far from their clock (the packages
+         *     allow 5 minutes). `data` is the execution as it was in the transaction that changed its
+         *     status, not when the delivery is made. A `webhook.test` message has `data: {"webhook_id"}`
+         *     instead.
+         *
+         *     Any 2xx answer delivers it (the body is ignored); anything else (another status, a redirect,
+         *     which is not followed, no answer within 10 s, a network error) is retried with backoff for
+         *     24 h (see `GET /webhooks/{webhook_id}/deliveries`). Delivery is at least once: a receiver may
+         *     see the same `webhook-id` more than once and should deduplicate by it. Deliveries of one
+         *     execution may arrive in any order: compare `data.status` and `data.attempt` with what the
+         *     receiver already knows, or read the execution.
+         */
+        WebhookPayload: {
+            type: components["schemas"]["WebhookEventType"];
+            timestamp: components["schemas"]["Timestamp"];
+            /** @description The execution at the change. */
+            data: {
+                execution_id: components["schemas"]["ExecutionId"];
+                task: components["schemas"]["TaskName"];
+                status: components["schemas"]["ExecutionStatus"];
+                /** @description The attempt at the change. */
+                attempt: number;
+                /** @description For `execution.waiting`, the operation it waits in; else null. */
+                current_step: string | null;
+                /** @description The key it was scheduled with, or null. */
+                idempotency_key: string | null;
+                /** @description Its tags (empty when none). */
+                tags: components["schemas"]["Tag"][];
+                /**
+                 * Format: uuid
+                 * @description The execution that started it, or null.
+                 */
+                parent_execution_id: string | null;
+                created_at: components["schemas"]["Timestamp"];
+                started_at: components["schemas"]["NullableTimestamp"];
+                completed_at: components["schemas"]["NullableTimestamp"];
+                /** @description For `execution.completed`, the handler's return value when its JSON is at most 256 KiB; else null. */
+                output: unknown;
+                /** @description True when the output was larger than 256 KiB and left out (read it with GET /executions/{id}). */
+                output_omitted: boolean;
+                /** @description For `execution.failed` and `execution.cancelled`, why; else null. */
+                error: components["schemas"]["ExecutionError"] | null;
+            };
+        };
         /** @description A health probe's answer. */
         HealthStatus: {
             /**
@@ -847,7 +1209,7 @@ export interface components {
          * @description What went wrong, as a stable snake_case string.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_data" | "unauthorized" | "execution_not_found" | "route_not_found" | "method_not_allowed" | "execution_already_exists" | "execution_not_cancellable" | "execution_not_retryable" | "task_not_found" | "not_waiting_for_event" | "payload_too_large" | "unsupported_media_type" | "task_not_registered" | "service_unavailable" | "internal_error" | "forbidden";
+        ErrorCode: "invalid_json" | "invalid_data" | "unauthorized" | "execution_not_found" | "route_not_found" | "method_not_allowed" | "execution_already_exists" | "execution_not_cancellable" | "execution_not_retryable" | "task_not_found" | "not_waiting_for_event" | "payload_too_large" | "unsupported_media_type" | "task_not_registered" | "service_unavailable" | "internal_error" | "forbidden" | "webhook_not_found";
         /** @description One failed check of a request. */
         ErrorDetail: {
             /** @description Where the check failed: `body`, `query` or `path`, then a JSON pointer, such as `body/data/orderId` or `query/limit`. */
@@ -964,6 +1326,13 @@ export interface components {
                 code?: "service_unavailable";
             };
         };
+        /** @description An envelope with code `webhook_not_found`. */
+        WebhookNotFoundError: components["schemas"]["ErrorEnvelope"] & {
+            error?: {
+                /** @constant */
+                code?: "webhook_not_found";
+            };
+        };
         /** @description An envelope with code `internal_error`. */
         InternalErrorError: components["schemas"]["ErrorEnvelope"] & {
             error?: {
@@ -1048,6 +1417,24 @@ export interface components {
                  *     }
                  */
                 "application/json": components["schemas"]["TaskNotFoundError"];
+            };
+        };
+        /** @description No webhook has this id (it was deleted, or never existed), or the id is not a valid id (`webhook_not_found`). */
+        WebhookNotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "webhook_not_found",
+                 *         "message": "webhook \"0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9e01\" was not found"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["WebhookNotFoundError"];
             };
         };
         /** @description No execution has this id (none ever had, or it finished longer ago than the retention period and was deleted), or the id is not a valid id (`execution_not_found`). */
@@ -1169,6 +1556,11 @@ export interface components {
     parameters: {
         /** @description The task's name, as workers registered it. */
         TaskNamePath: components["schemas"]["TaskName"];
+        /**
+         * @description The webhook's id. Anything that is not an existing webhook's id gets 404 `webhook_not_found`.
+         * @example 0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9e01
+         */
+        WebhookIdPath: string;
         /**
          * @description The execution's id (a UUIDv7). Anything that is not an existing execution's id gets 404.
          * @example 0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10
@@ -1384,6 +1776,46 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    streamExecutionChanges: {
+        parameters: {
+            query?: {
+                /** @description Only the changes of executions of this task. */
+                task?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The stream of changes; it stays open until the client or the server ends it. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example retry: 1000
+                     *
+                     *     event: sync
+                     *     data: {}
+                     *
+                     *     event: changed
+                     *     data: {"execution_id":"0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10","task":"approve-order","status":"running"}
+                     *
+                     *     : keep-alive
+                     */
+                    "text/event-stream": string;
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     getExecution: {
         parameters: {
             query?: never;
@@ -1525,6 +1957,52 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["WaitTimedOut"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["ExecutionNotFound"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    streamExecution: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The execution's id (a UUIDv7). Anything that is not an existing execution's id gets 404.
+                 * @example 0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10
+                 */
+                id: components["parameters"]["ExecutionIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The stream; it ends after the event of a terminal state. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example retry: 1000
+                     *
+                     *     id: 1-6f1d8b0a3c2e
+                     *     event: execution
+                     *     data: {"execution_id":"0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10","task":"approve-order","status":"waiting","steps_completed":1,"current_step":"approval","...":"..."}
+                     *
+                     *     : keep-alive
+                     *
+                     *     id: 3-b9e04d7c51aa
+                     *     event: execution
+                     *     data: {"execution_id":"0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10","task":"approve-order","status":"completed","steps_completed":3,"current_step":null,"...":"..."}
+                     */
+                    "text/event-stream": string;
                 };
             };
             401: components["responses"]["Unauthorized"];
@@ -2221,6 +2699,313 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["TaskNotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The webhooks. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "webhooks": [
+                     *         {
+                     *           "webhook_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9e01",
+                     *           "url": "https://hooks.example.com/stepwise",
+                     *           "events": [
+                     *             "execution.completed",
+                     *             "execution.failed"
+                     *           ],
+                     *           "tasks": [
+                     *             "approve-order"
+                     *           ],
+                     *           "created_at": "2024-10-30T12:00:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "url": "https://hooks.example.com/stepwise",
+                 *       "events": [
+                 *         "execution.completed",
+                 *         "execution.failed"
+                 *       ],
+                 *       "tasks": [
+                 *         "approve-order"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateWebhookRequest"];
+            };
+        };
+        responses: {
+            /** @description Subscribed; the secret is shown this once. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "webhook_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9e01",
+                     *       "url": "https://hooks.example.com/stepwise",
+                     *       "events": [
+                     *         "execution.completed",
+                     *         "execution.failed"
+                     *       ],
+                     *       "tasks": [
+                     *         "approve-order"
+                     *       ],
+                     *       "created_at": "2024-10-30T12:00:00.000Z",
+                     *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwm9CdcZi1HZw="
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CreatedWebhook"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description The body is invalid, or the target is refused or does not resolve (`invalid_data`, with a detail at `body/url`). */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_data",
+                     *         "message": "the webhook's target is refused",
+                     *         "details": [
+                     *           {
+                     *             "path": "body/url",
+                     *             "message": "169.254.169.254 is a cloud metadata address, which webhooks may never target"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["InvalidDataError"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The webhook's id. Anything that is not an existing webhook's id gets 404 `webhook_not_found`.
+                 * @example 0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9e01
+                 */
+                webhook_id: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No webhook has this id (deleted already, or never subscribed), or the id is not a valid id (`webhook_not_found`). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "webhook_not_found",
+                     *         "message": "webhook \"0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9e01\" was not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookNotFoundError"];
+                };
+            };
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Page size. Values above 500 are clamped to 500; the response's `limit` shows the value applied. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Deliveries to skip before the page starts. */
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The webhook's id. Anything that is not an existing webhook's id gets 404 `webhook_not_found`.
+                 * @example 0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9e01
+                 */
+                webhook_id: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of deliveries. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "deliveries": [
+                     *         {
+                     *           "delivery_id": "5b0d8a51-3f4e-4a8e-9d1c-7e2f6a9b0c11",
+                     *           "event_type": "execution.completed",
+                     *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10",
+                     *           "status": "pending",
+                     *           "attempts": 2,
+                     *           "created_at": "2024-10-30T12:10:03.004Z",
+                     *           "last_attempt_at": "2024-10-30T12:10:08.731Z",
+                     *           "next_attempt_at": "2024-10-30T12:10:39.120Z",
+                     *           "last_status_code": 503,
+                     *           "last_latency_ms": 84,
+                     *           "last_error": "answered 503",
+                     *           "attempt_log": [
+                     *             {
+                     *               "attempted_at": "2024-10-30T12:10:03.020Z",
+                     *               "status_code": null,
+                     *               "latency_ms": 10000,
+                     *               "error": "timed out after 10000 ms"
+                     *             },
+                     *             {
+                     *               "attempted_at": "2024-10-30T12:10:08.731Z",
+                     *               "status_code": 503,
+                     *               "latency_ms": 84,
+                     *               "error": "answered 503"
+                     *             }
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "total": 1,
+                     *       "limit": 50,
+                     *       "offset": 0
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookDeliveryList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookNotFound"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    testWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The webhook's id. Anything that is not an existing webhook's id gets 404 `webhook_not_found`.
+                 * @example 0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9e01
+                 */
+                webhook_id: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        /** @description Nothing, or an empty JSON object. */
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["CancelExecutionRequest"];
+            };
+        };
+        responses: {
+            /** @description Queued; a worker process delivers it. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "delivery_id": "7c3e1f0a-9b2d-4e5f-8a6b-1c2d3e4f5a6b",
+                     *       "event_type": "webhook.test",
+                     *       "execution_id": null,
+                     *       "status": "pending",
+                     *       "attempts": 0,
+                     *       "created_at": "2024-10-30T12:00:00.000Z",
+                     *       "last_attempt_at": null,
+                     *       "next_attempt_at": "2024-10-30T12:00:00.000Z",
+                     *       "last_status_code": null,
+                     *       "last_latency_ms": null,
+                     *       "last_error": null,
+                     *       "attempt_log": []
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookDelivery"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookNotFound"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["InvalidData"];

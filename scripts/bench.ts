@@ -150,7 +150,7 @@ async function main(): Promise<void> {
     .option('--extras-only <list>', `run only these Stepwise-only scenarios (${EXTRA_NAMES.join(',')}); with --scenarios= nothing else`)
     .option('--n <n>', 'override the job count of S1-S3 (quick runs)')
     .option('--list-rows <n>', 'rows for the list-with-total scenario', '1000000')
-    .option('--long-polls <n>', 'concurrent long-polls held by one API process', '10000')
+    .option('--long-polls <n>', 'concurrent long-polls, and concurrent streams, held by one API process', '10000')
     .option('--harness-results <dir>', 'reuse the harness results (*.jsonl) of an earlier run instead of running S1-S4')
     .parse(process.argv);
   const opts = program.opts<Options>();
@@ -191,7 +191,7 @@ async function main(): Promise<void> {
   // S4 once more with Stepwise scheduling as the peers' producers do (direct SQL through the SDK's
   // schedule(), no API server), so that each is compared with its like.
   const sqlScenarios = scenarios.filter((s) => s === 'S4');
-  const steps = (opts.peers ? peers.length * scenarios.length + variantScenarios.length : scenarios.length) + sqlScenarios.length + (opts.extras ? 6 : 0);
+  const steps = (opts.peers ? peers.length * scenarios.length + variantScenarios.length : scenarios.length) + sqlScenarios.length + (opts.extras ? EXTRA_NAMES.length : 0);
   bar.start(steps, 0, { step: 'starting' });
   let extras: ExtraResult[] = [];
   if (opts.harnessResults) {

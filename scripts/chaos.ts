@@ -6,9 +6,11 @@
 // by tag, and two tasks paused for a few seconds each) while
 // a random worker is SIGKILLed about every 2 s and restarted, PostgreSQL is restarted twice (once a fast
 // shutdown, once an immediate one with crash recovery) and the API server is SIGKILLed once while
-// long-polls are open. Then it checks every execution against the outcome its data implies and the
-// workers' side-effect logs against the recorded steps; it prints a report, writes it to chaos-results/
-// and exits 1 on any violation.
+// long-polls are open. A webhook subscribed to every execution event at the start sends to a receiver in
+// this process, which verifies each signature and answers some requests 500 or too late. Then it checks
+// every execution against the outcome its data implies, the workers' side-effect logs against the
+// recorded steps, and the webhook notifications against the executions (scripts/chaos/webhooks.ts); it
+// prints a report, writes it to chaos-results/ and exits 1 on any violation.
 //
 //   make chaos                       5,000 executions (< 5 min)
 //   make chaos ARGS=--short          600 executions (about 1 min; CI)
@@ -29,6 +31,7 @@ import { compileForRun } from './chaos/build';
 import type { OperatorStats } from './chaos/operate';
 import { verifyRun } from './chaos/verify';
 import type { OperateCounts } from './chaos/verify-operate';
+import { ChaosWebhookReceiver, drainDeliveries, verifyWebhooks, WEBHOOK_ENV, type WebhookVerification } from './chaos/webhooks';
 
 interface Options {
   short?: boolean;
@@ -113,6 +116,7 @@ async function main(): Promise<void> {
     STEPWISE_SHUTDOWN_GRACE_MS: '2000',
     STEPWISE_DB_POOL_MAX: '8',
     CHAOS_EFFECTS_DIR: effectsDir,
+    ...WEBHOOK_ENV,
   };
   const sourceTasks = path.join(ROOT, 'scripts', 'chaos', 'tasks.ts');
   const compiled = opts.fromSource ? undefined : compileForRun(`chaos-build-${runId}`, [sourceTasks]);
@@ -131,6 +135,16 @@ async function main(): Promise<void> {
   const workersFrom = Date.now();
   await Promise.all([api.start(), ...workers.map((w) => w.start())]);
   say(`api on port ${port} and 2 workers ready (${workers.map((w) => `${w.startupMs[0]} ms`).join(', ')} to start)`);
+  // A webhook on all four events, to a receiver in this process: checked at the end like the executions.
+  const webhooks = new ChaosWebhookReceiver();
+  await webhooks.start();
+  await webhooks.subscribe(`http://127.0.0.1:${port}`, TOKEN);
+  const stopWebhooks = shutdown;
+  cleanup = async () => {
+    await stopWebhooks();
+    await webhooks.close().catch(() => undefined);
+  };
+  say(`webhook ${webhooks.webhookId} subscribed to all execution events`);
 
   const faults: FaultLog = { workerKills: [], workerRestartFailures: 0, databaseRestarts: [], apiKills: [] };
   const plans = planExecutions(executions, seed, runId);
@@ -240,7 +254,9 @@ async function main(): Promise<void> {
   await paused;
   await sampler;
   await Promise.all([...restarts]);
-  say(`driving done in ${(driveMs / 1000).toFixed(1)} s; stopping processes`);
+  say(`driving done in ${(driveMs / 1000).toFixed(1)} s; waiting for webhook deliveries`);
+  const drained = await drainDeliveries(url, 120000, say);
+  say(`webhook deliveries ${drained.pending === 0 ? 'all made' : `${drained.pending} still pending`} after ${(drained.waitedMs / 1000).toFixed(1)} s; stopping processes`);
   await Promise.all(workers.map((w) => w.stop()));
   const workersTo = Date.now();
   await api.stop();
@@ -254,6 +270,12 @@ async function main(): Promise<void> {
     ...faults.databaseRestarts.map((r) => ({ from: started + r.atMs, to: started + r.atMs + r.tookMs })),
   ];
   const verification = await verifyRun(url, runId, plans, driven, effectsDir, { from: workersFrom, to: workersTo }, faultWindows, driver.operator.stats);
+  const webhookCheck: WebhookVerification = await verifyWebhooks(url, webhooks, drained.pending);
+  await webhooks.close();
+  for (const [kind, message] of webhookCheck.violations) {
+    verification.violationCounts[kind] = (verification.violationCounts[kind] ?? 0) + 1;
+    if (verification.violations.length < 50) verification.violations.push(`${kind}: ${message}`);
+  }
   const verifyMs = Date.now() - verifyStarted;
   if (limitSamples.overLimit.length > 0) {
     verification.violationCounts['over-limit'] = limitSamples.overLimit.length;
@@ -281,6 +303,7 @@ async function main(): Promise<void> {
     latencyMsByKind: latencyByKind(driven),
     counts: verification.counts,
     limitSamples: { limit: LIMIT, max: limitSamples.max, samples: limitSamples.samples },
+    webhooks: { ...webhookCheck.counts, drainMs: drained.waitedMs },
     violationCounts: verification.violationCounts,
     violations: verification.violations,
     ok: violationTotal === 0,
@@ -304,6 +327,7 @@ function printReport(r: {
   client: { retries: number; scheduleRepeats: number; eventsDelivered: number; eventConflicts: number; cancelsSent: number };
   operator: OperatorStats;
   limitSamples: { limit: number; max: number; samples: number };
+  webhooks: WebhookVerification['counts'] & { drainMs: number };
   counts: {
     byStatus: Record<string, number>;
     byKind: Partial<Record<string, Record<string, number>>>;
@@ -350,6 +374,11 @@ function printReport(r: {
   line('bulk retries: matched / changed', `${op.bulkActions.length}: ${ops.bulkMatched} / ${ops.bulkChanged}`);
   for (const p of ops.pauses) line(`task paused: ${p.task}`, `${(p.ms / 1000).toFixed(1)} s, ${p.pendingAtResume} pending at resume, ${p.startedWhilePaused} started meanwhile`);
   line(`most ${LIMITED_TASK} running at once`, `${r.limitSamples.max} (limit ${r.limitSamples.limit}, ${r.limitSamples.samples} samples)`);
+  const wh = r.webhooks;
+  line('webhook requests / verified', `${wh.requests} / ${wh.verified} (${wh.signatureFailures} bad signatures)`);
+  line('  answered 500 / too late (retried)', `${wh.answered500} / ${wh.answeredLate}`);
+  line('  notifications (distinct ids)', `${wh.notifications}: ${Object.entries(wh.byType).map(([k, v]) => `${k.replace('execution.', '')} ${v}`).join(', ')}; ${wh.redelivered} redelivered`);
+  line('  finished executions checked', `${wh.finishedChecked}; deliveries ${Object.entries(wh.deliveriesByStatus).map(([k, v]) => `${k} ${v}`).join(', ')}; drained in ${(wh.drainMs / 1000).toFixed(1)} s`);
   line('violations', Object.entries(r.violationCounts).map(([k, v]) => `${k} ${v}`).join(', ') || 0);
   for (const v of r.violations.slice(0, 20)) process.stdout.write(`    ${v}\n`);
   process.stdout.write(`  ${r.ok ? 'PASS' : 'FAIL'}; report: ${path.relative(process.cwd(), file)}\n`);

@@ -29,12 +29,19 @@ interface CommonFlags {
   concurrency?: number;
 }
 
-function configFrom(flags: CommonFlags): Readonly<Config> {
+function configFrom(flags: CommonFlags, defaults?: Record<string, unknown>): Readonly<Config> {
   return loadConfig({
     file: flags.config,
     overrides: { port: flags.port, basePath: flags.basePath, 'worker.concurrency': flags.concurrency },
+    defaults,
   });
 }
+
+/**
+ * What `stepwise dev` changes of the defaults (a config file or the environment still decides): a
+ * local receiver (localhost, a container on a private network) is what webhooks target in development.
+ */
+export const DEV_DEFAULTS: Readonly<Record<string, unknown>> = Object.freeze({ 'webhooks.allowPrivateTargets': true });
 
 const configOption = () => new Option('-c, --config <file>', 'JSON config file (default: ./stepwise.config.json when present)');
 const portOption = () => new Option('-p, --port <n>', 'HTTP port (env PORT, default 8080)').argParser(parsePort);
@@ -78,7 +85,7 @@ export function buildProgram(): Command {
     .addOption(concurrencyOption())
     .addOption(configOption())
     .action(async (flags: CommonFlags & { tasks?: string }) => {
-      const config = configFrom(flags);
+      const config = configFrom(flags, DEV_DEFAULTS);
       const log = createLogger({ level: config.logLevel });
       const { EXAMPLE_TASKS_FILE, startStepwise, stopOnSignals } = await server();
       const running = await startStepwise({

@@ -26,6 +26,7 @@ export const ConfigSchema = Type.Object(
         requestTimeoutMs: Type.Integer({ minimum: 1000, default: 30000 }),
         keepAliveTimeoutMs: Type.Integer({ minimum: 0, default: 5000 }),
         waitPollIntervalMs: Type.Integer({ minimum: 100, default: 5000 }),
+        streamKeepAliveMs: Type.Integer({ minimum: 10, default: 15000, description: 'time between the keep-alive comments of an open event stream (GET /executions/{id}/stream, /executions/changes)' }),
         allowedHosts: Type.Array(Type.String({ pattern: '^(\\*|(\\*\\.)?[A-Za-z0-9_-][A-Za-z0-9_.-]*)$' }), {
           default: [],
           description:
@@ -70,6 +71,25 @@ export const ConfigSchema = Type.Object(
       },
       { default: {}, additionalProperties: false },
     ),
+    webhooks: Type.Object(
+      {
+        allowPrivateTargets: Type.Boolean({
+          default: false,
+          description:
+            'let webhooks target private, loopback and unique-local addresses (10/8, 172.16/12, 192.168/16, 100.64/10, 127/8, ::1, fc00::/7); link-local and cloud metadata addresses are refused always. `stepwise dev` allows them',
+        }),
+        concurrency: Type.Integer({ minimum: 1, maximum: 1000, default: 16, description: 'webhook deliveries each worker process attempts at once' }),
+        timeoutMs: Type.Integer({ minimum: 100, maximum: 120000, default: 10000, description: 'time each delivery attempt may take, from DNS lookup to the answer' }),
+        retryBaseMs: Type.Integer({
+          minimum: 1,
+          default: 5000,
+          description: 'the first retry after this long (with jitter); later ones after 6, 24, 120, 360, 720, 1440, 2880 and then 4320 times it (5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 2 h, 4 h, 6 h)',
+        }),
+        retryForMs: Type.Integer({ minimum: 1, default: 86400000, description: 'a delivery not answered with 2xx this long after its creation is failed' }),
+        pollIntervalMs: Type.Integer({ minimum: 50, default: 1000, description: 'how often deliverers look for due deliveries without a notification' }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
     limits: Type.Object(
       {
         // jsonb holds at most 255 MiB; a larger limit could only fail in the database.
@@ -96,7 +116,7 @@ export const ConfigSchema = Type.Object(
 export type Config = Static<typeof ConfigSchema>;
 
 /** Environment variable -> config path. Only these are read. */
-const ENV_MAP: ReadonlyArray<readonly [string, string, 'string' | 'int' | 'list']> = [
+const ENV_MAP: ReadonlyArray<readonly [string, string, 'string' | 'int' | 'list' | 'bool']> = [
   ['DATABASE_URL', 'databaseUrl', 'string'],
   ['HOST', 'host', 'string'],
   ['PORT', 'port', 'int'],
@@ -106,6 +126,7 @@ const ENV_MAP: ReadonlyArray<readonly [string, string, 'string' | 'int' | 'list'
   ['STEPWISE_BODY_LIMIT_BYTES', 'http.bodyLimitBytes', 'int'],
   ['STEPWISE_JSON_MAX_DEPTH', 'http.jsonMaxDepth', 'int'],
   ['STEPWISE_ALLOWED_HOSTS', 'http.allowedHosts', 'list'],
+  ['STEPWISE_STREAM_KEEPALIVE_MS', 'http.streamKeepAliveMs', 'int'],
   ['STEPWISE_METRICS_TOKEN', 'metrics.token', 'string'],
   ['STEPWISE_DB_POOL_MAX', 'db.poolMax', 'int'],
   ['STEPWISE_CONCURRENCY', 'worker.concurrency', 'int'],
@@ -120,7 +141,15 @@ const ENV_MAP: ReadonlyArray<readonly [string, string, 'string' | 'int' | 'list'
   ['STEPWISE_RETENTION_SWEEP_MS', 'retention.sweepIntervalMs', 'int'],
   ['STEPWISE_MAX_VALUE_BYTES', 'limits.valueBytes', 'int'],
   ['STEPWISE_MAX_OPERATIONS', 'limits.operations', 'int'],
+  ['STEPWISE_WEBHOOKS_ALLOW_PRIVATE', 'webhooks.allowPrivateTargets', 'bool'],
+  ['STEPWISE_WEBHOOKS_CONCURRENCY', 'webhooks.concurrency', 'int'],
+  ['STEPWISE_WEBHOOKS_TIMEOUT_MS', 'webhooks.timeoutMs', 'int'],
+  ['STEPWISE_WEBHOOKS_RETRY_BASE_MS', 'webhooks.retryBaseMs', 'int'],
+  ['STEPWISE_WEBHOOKS_RETRY_FOR_MS', 'webhooks.retryForMs', 'int'],
 ];
+
+const TRUE_WORDS = new Set(['1', 'true', 'yes', 'on']);
+const FALSE_WORDS = new Set(['0', 'false', 'no', 'off']);
 
 /** The shortest retention: a long-poll answered at completion must still find its execution. */
 const MIN_RETENTION_MS = 60_000;
@@ -172,6 +201,17 @@ export interface LoadConfigOptions {
   env?: NodeJS.ProcessEnv;
   /** Values from command-line flags, highest precedence. */
   overrides?: Record<string, unknown>;
+  /** Defaults of the command (by path), below the file, the environment and the flags: `stepwise dev`'s. */
+  defaults?: Record<string, unknown>;
+}
+
+function getPath(source: Record<string, unknown>, path: string): unknown {
+  let value: unknown = source;
+  for (const part of path.split('.')) {
+    if (typeof value !== 'object' || value === null) return undefined;
+    value = (value as Record<string, unknown>)[part];
+  }
+  return value;
 }
 
 /** Parses file, environment and flags once into a typed, frozen object; a bad value throws ConfigError. */
@@ -190,12 +230,17 @@ export function loadConfig(options: LoadConfigOptions = {}): Readonly<Config> {
     else if (code === 'ENOENT') throw new ConfigError(`config file ${candidate} does not exist`);
     else throw new ConfigError(`config file ${candidate} is not valid JSON: ${(err as Error).message}`);
   }
+  for (const [path, value] of Object.entries(options.defaults ?? {})) if (getPath(raw, path) === undefined) setPath(raw, path, value);
   for (const [name, path, kind] of ENV_MAP) {
     const value = env[name];
     if (value === undefined || value === '') continue;
     if (kind === 'int') {
       if (!/^-?\d+$/.test(value.trim())) throw new ConfigError(`${name} must be an integer, got ${JSON.stringify(value)}`);
       setPath(raw, path, Number.parseInt(value, 10));
+    } else if (kind === 'bool') {
+      const word = value.trim().toLowerCase();
+      if (!TRUE_WORDS.has(word) && !FALSE_WORDS.has(word)) throw new ConfigError(`${name} must be true or false (1/0, yes/no, on/off), got ${JSON.stringify(value)}`);
+      setPath(raw, path, TRUE_WORDS.has(word));
     } else if (kind === 'list') {
       setPath(raw, path, value.split(',').map((s) => s.trim()).filter(Boolean));
     } else setPath(raw, path, value);

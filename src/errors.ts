@@ -19,7 +19,8 @@ export type ErrorCode =
   | 'task_not_registered'
   | 'service_unavailable'
   | 'internal_error'
-  | 'forbidden';
+  | 'forbidden'
+  | 'webhook_not_found';
 
 /** One failed check of a request, pointing at the offending location. */
 export interface ErrorDetail {
@@ -169,6 +170,12 @@ export function describeError(err: unknown): { errType: string; code?: string; m
   // knex reports query errors as "<sql> - <postgres message>".
   if (code && message.includes(' - ')) message = message.slice(message.lastIndexOf(' - ') + 3);
   return { errType: err.name, ...(code ? { code } : {}), message: message.slice(0, 500) };
+}
+
+export class WebhookNotFoundError extends AppError {
+  constructor(id: string) {
+    super('webhook_not_found', 404, `webhook ${JSON.stringify(id.slice(0, 100))} was not found`);
+  }
 }
 
 /** A request refused for where it came from (another site's page, a host name not allowed), not for what it asks. */

@@ -13,6 +13,8 @@ import { loadTasksModule } from './engine/registry';
 import type { TaskDefinition } from './engine/task';
 import { createMetricsRegistry } from './metrics';
 import { observeRetention, observeWorker, serveMetrics } from './worker-metrics';
+import { WebhookDeliverer } from './webhooks/deliverer';
+import { observeWebhookDeliveries } from './webhooks/metrics';
 import { StartupError } from './errors';
 
 /** The bundled example tasks, loaded by `stepwise dev` without --tasks. */
@@ -141,6 +143,24 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
     }
     let worker: Worker | undefined;
     if (tasks.length > 0) {
+      // Webhook deliveries go out from worker processes (and `stepwise dev`), never from API-only ones.
+      // Started before the worker, so that the worker's start is the last wait before the signal
+      // handlers are installed (a signal before them would kill a worker already claiming), and
+      // stopped after it.
+      const deliverer = new WebhookDeliverer({
+        db,
+        databaseUrl,
+        log,
+        policy: { allowPrivate: config.webhooks.allowPrivateTargets },
+        concurrency: config.webhooks.concurrency,
+        timeoutMs: config.webhooks.timeoutMs,
+        retryBaseMs: config.webhooks.retryBaseMs,
+        retryForMs: config.webhooks.retryForMs,
+        pollIntervalMs: config.webhooks.pollIntervalMs,
+        observer: observeWebhookDeliveries(registry, db),
+      });
+      await deliverer.start();
+      stops.push(() => deliverer.stop());
       worker = new Worker({
         db,
         databaseUrl,

@@ -19,6 +19,7 @@ import { createMetricsRegistry } from '../../src/metrics';
 import { findFreePort } from '../../src/store/embedded';
 import { RetentionSweeper } from '../../src/engine/retention';
 import { resumeCost } from './resume-cost';
+import { streams } from './streams';
 import { explainList } from './list-plans';
 import { stepwiseArgs } from './build';
 
@@ -38,7 +39,7 @@ export interface ExtrasOptions {
 }
 
 /** The extras' short names, for `--extras-only`, in the order they run. */
-export const EXTRA_NAMES = ['latency', 'long-polls', 'idle-worker', 'list', 'history', 'resume-cost'] as const;
+export const EXTRA_NAMES = ['latency', 'long-polls', 'streams', 'idle-worker', 'list', 'history', 'resume-cost'] as const;
 
 const ROOT = path.join(__dirname, '..', '..');
 const log = createLogger({ level: 'warn', pretty: false });
@@ -449,6 +450,7 @@ export async function runExtras(options: ExtrasOptions): Promise<ExtraResult[]> 
   await attempt('latency', 'event and long-poll latency', () => latencies(options.env));
   options.progress('event and long-poll latency');
   await attempt('long-polls', `${options.longPolls} concurrent long-polls`, async () => [await longPolls(options.env, options.longPolls)]);
+  await attempt('streams', `${options.longPolls} concurrent streams`, async () => [await streams(options.env, options.longPolls, freshDatabase)]);
   await attempt('idle-worker', 'idle worker', async () => [await idleWorker(options.env)]);
   await attempt('list', 'list at scale', () => listAtScale(options.env, options.listRows));
   await attempt('history', 'history at scale', async () => [await historyAtScale(options.env, options.listRows)]);

@@ -7,6 +7,7 @@ import type { ApiDeps } from './deps';
 import { handleErrors } from './error-middleware';
 import { addEventRoutes } from './events';
 import { addExecutionRoutes } from './executions';
+import { addStreamRoutes } from './streams';
 import { addOperateRoutes } from './operate';
 import { addOperationalRoutes } from './health';
 import { addMetricsRoute, measureRequests } from './metrics';
@@ -16,6 +17,7 @@ import type { ApiState } from './state';
 import { addTaskRoutes } from './tasks';
 import { addWaitRoute } from './wait';
 import { addWorkerRoutes } from './workers';
+import { addWebhookRoutes } from './webhooks';
 import { serveApiReference } from './docs';
 import { serveDashboard } from './ui';
 
@@ -54,12 +56,15 @@ export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   const base = deps.config.basePath;
   // Paths match exactly as the contract writes them: no case folding, no optional trailing slash.
   const router = new Router<ApiState>({ prefix: base || undefined, sensitive: true, strict: true });
+  // First: GET /executions/changes must not be taken for GET /executions/{id} with the id "changes".
+  addStreamRoutes(router, deps);
   addExecutionRoutes(router, deps);
   addOperateRoutes(router, deps);
   addWaitRoute(router, deps);
   addEventRoutes(router, deps);
   addTaskRoutes(router, deps);
   addWorkerRoutes(router, deps);
+  addWebhookRoutes(router, deps);
   addOperationalRoutes(router, deps);
   addMetricsRoute(router, deps);
 

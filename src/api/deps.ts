@@ -5,6 +5,7 @@ import type { Db } from '../store/db';
 import type { GroupCommitter } from '../group-commit';
 import type { NewExecution, ScheduleResult } from '../store/executions';
 import type { ExecutionRecord } from '../store/rows';
+import type { ExecutionChanges } from './execution-changes';
 import type { ExecutionWaiters } from './execution-waiters';
 import type { FinishedCounts } from './finished-counts';
 import type { CompiledSpec } from './spec';
@@ -18,7 +19,10 @@ export interface ApiDeps {
   log: Logger;
   spec: CompiledSpec;
   registry: Registry;
+  /** Long-polls and execution streams: the LISTEN fan-out by execution id. */
   waiters: ExecutionWaiters;
+  /** The changes streams' fan-out (GET /executions/changes). */
+  changes: ExecutionChanges;
   taskSchemas: TaskSchemaCache;
   routes: RouteOptions;
   /** Concurrent schedule requests share one INSERT and one commit (see createScheduler). */

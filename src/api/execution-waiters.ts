@@ -1,10 +1,11 @@
 import type { EventEmitter } from 'node:events';
 import { isTerminal } from '../domain/status';
+import type { GroupCommitter } from '../group-commit';
 import type { Logger } from '../logger';
-import { CHANNEL_CHANGED } from '../store/channels';
+import { CHANNEL_CHANGED, CHANNEL_PROGRESS } from '../store/channels';
 import type { Db } from '../store/db';
-import { getExecutions } from '../store/executions';
 import type { ExecutionRecord } from '../store/rows';
+import { createExecutionReader } from './execution-reader';
 
 /** Resolves with the terminal execution, or undefined on timeout, cancel or shutdown. */
 export interface PendingWait {
@@ -13,62 +14,108 @@ export interface PendingWait {
   cancel(): void;
 }
 
-interface Waiter {
-  settle(execution: ExecutionRecord | undefined): void;
+/** One party that follows an execution through the fan-out: a long-poll or a stream. */
+export interface ExecutionSubscriber {
+  /** A stream follows every change (steps too, CHANNEL_PROGRESS); a long-poll only status changes. */
+  readonly kind: 'long-poll' | 'stream';
+  /** A read of the execution (undefined: it does not exist), in the order the reads were made. */
+  offer(execution: ExecutionRecord | undefined): void;
+  /** A read failed (the database is away); the next notification, reconnect or tick reads again. */
+  failed(err: unknown): void;
+  /** The fan-out stopped: the server is closing. */
+  stopped(): void;
 }
 
 export interface ExecutionWaitersOptions {
   db: Db;
   /** The process's one LISTEN connection: 'notification'(channel, payload) and 'connected' events. */
   listener: EventEmitter;
-  /** Fallback re-check of every waiter, in case a notification was lost. */
+  /** Fallback re-check of every subscriber, in case a notification was lost. */
   pollIntervalMs: number;
   log: Logger;
+  /** The API's shared reader (deps.reader), so the fan-out's reads join those of GET and the long-polls; else one of its own. */
+  reader?: GroupCommitter<string, ExecutionRecord | undefined>;
 }
 
-/** Ids per query when re-checking every waiter: keeps each statement's array parameter modest. */
-const CHECK_BATCH = 1000;
-
 /**
- * The long-poll fan-out. All waiters of a process share one LISTEN connection on CHANNEL_CHANGED
- * (payload: comma-separated ids that reached a terminal status) and a map id -> waiters. A
- * notification costs one query for all its ids that someone waits for; a (re)connect and the
- * fallback interval re-check every waited-for id in one query per batch. Never a query per waiter per tick.
+ * The fan-out of long-polls and streams. All subscribers of a process share one LISTEN connection on
+ * CHANNEL_CHANGED and CHANNEL_PROGRESS (payloads: comma-separated ids) and a map id -> subscribers. A
+ * notification re-reads only the ids someone follows, through the group reader, so the ids named in
+ * one event-loop turn cost one query (per 1,000); a (re)connect and the fallback interval re-read
+ * every followed id the same way. Never a query per subscriber per tick.
+ *
+ * Reads of one id never overlap: an id named again while its read is in flight is read once more
+ * after it. Each read starts after the previous one ended, so it sees the same state or a later one,
+ * and subscribers are offered states in the order they happened (two overlapping reads could answer
+ * in either order, and a stream would go back in time).
  */
 export class ExecutionWaiters {
-  private readonly waiters = new Map<string, Set<Waiter>>();
+  private readonly subscribers = new Map<string, Set<ExecutionSubscriber>>();
   private readonly notified = new Set<string>();
+  private readonly reading = new Set<string>();
+  private readonly readAgain = new Set<string>();
+  private readonly reader: GroupCommitter<string, ExecutionRecord | undefined>;
   private flushScheduled = false;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   private readonly onNotification = (channel: string, payload: string) => this.handleNotification(channel, payload);
-  private readonly onConnected = () => void this.checkIds([...this.waiters.keys()]);
+  private readonly onConnected = () => this.refresh(this.subscribers.keys());
 
-  constructor(private readonly options: ExecutionWaitersOptions) {}
+  constructor(private readonly options: ExecutionWaitersOptions) {
+    this.reader = options.reader ?? createExecutionReader(options.db);
+  }
 
   /** Subscribes to the listener and starts the fallback interval. */
   start(): void {
     this.options.listener.on('notification', this.onNotification);
     this.options.listener.on('connected', this.onConnected);
-    this.timer = setInterval(() => void this.checkIds([...this.waiters.keys()]), this.options.pollIntervalMs);
+    this.timer = setInterval(() => this.refresh(this.subscribers.keys()), this.options.pollIntervalMs);
     this.timer.unref();
   }
 
-  /** Unsubscribes and releases every waiter as timed out, so long-polls answer 202 before the server closes. */
+  /** Unsubscribes and tells every subscriber: long-polls answer 202 and streams end before the server closes. */
   stop(): void {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     this.options.listener.off('notification', this.onNotification);
     this.options.listener.off('connected', this.onConnected);
-    for (const set of this.waiters.values()) for (const w of set) w.settle(undefined);
-    this.waiters.clear();
+    const all = [...this.subscribers.values()].flatMap((set) => [...set]);
+    this.subscribers.clear();
+    for (const s of all) s.stopped();
   }
 
-  /** How many requests are waiting (for metrics and tests). */
+  /** How many long-polls are waiting (for metrics and tests). */
   get size(): number {
+    return this.count('long-poll');
+  }
+
+  /** How many streams are open (for metrics and tests). */
+  get streams(): number {
+    return this.count('stream');
+  }
+
+  private count(kind: ExecutionSubscriber['kind']): number {
     let n = 0;
-    for (const set of this.waiters.values()) n += set.size;
+    for (const set of this.subscribers.values()) for (const s of set) if (s.kind === kind) n += 1;
     return n;
+  }
+
+  /**
+   * Follows `id` until the returned function is called. With `read`, the execution is read at once
+   * (after any read already in flight), so the first offer reflects every change committed before
+   * the call; a change committed later is offered too, since the subscriber is already registered.
+   * After stop(), the subscriber is told at once.
+   */
+  subscribe(id: string, subscriber: ExecutionSubscriber, options: { read: boolean }): () => void {
+    if (this.stopped) {
+      subscriber.stopped();
+      return () => undefined;
+    }
+    let set = this.subscribers.get(id);
+    if (!set) this.subscribers.set(id, (set = new Set()));
+    set.add(subscriber);
+    if (options.read) this.refresh([id]);
+    return () => this.remove(id, subscriber);
   }
 
   /**
@@ -78,61 +125,93 @@ export class ExecutionWaiters {
   waitForTerminal(id: string, timeoutMs: number): PendingWait {
     let settle!: (e: ExecutionRecord | undefined) => void;
     const done = new Promise<ExecutionRecord | undefined>((resolve) => (settle = resolve));
-    if (this.stopped) {
-      settle(undefined);
-      return { done, cancel: () => undefined };
-    }
     let timer: NodeJS.Timeout | undefined;
-    const waiter: Waiter = {
-      settle: (execution) => {
-        if (timer) clearTimeout(timer);
-        this.remove(id, waiter);
-        settle(execution);
-      },
+    let unsubscribe: () => void = () => undefined;
+    let settled = false;
+    const finish = (execution: ExecutionRecord | undefined) => {
+      if (settled) return;
+      settled = true;
+      if (timer) clearTimeout(timer);
+      unsubscribe();
+      settle(execution);
     };
-    let set = this.waiters.get(id);
-    if (!set) this.waiters.set(id, (set = new Set()));
-    set.add(waiter);
-    timer = setTimeout(() => waiter.settle(undefined), timeoutMs);
-    return { done, cancel: () => waiter.settle(undefined) };
+    unsubscribe = this.subscribe(
+      id,
+      {
+        kind: 'long-poll',
+        offer: (execution) => {
+          if (execution && isTerminal(execution.status)) finish(execution);
+        },
+        // The long-poll times out meanwhile, and then reads once more for its answer.
+        failed: () => undefined,
+        stopped: () => finish(undefined),
+      },
+      { read: false },
+    );
+    if (!settled) timer = setTimeout(() => finish(undefined), timeoutMs);
+    return { done, cancel: () => finish(undefined) };
   }
 
-  private remove(id: string, waiter: Waiter): void {
-    const set = this.waiters.get(id);
+  private remove(id: string, subscriber: ExecutionSubscriber): void {
+    const set = this.subscribers.get(id);
     if (!set) return;
-    set.delete(waiter);
-    if (set.size === 0) this.waiters.delete(id);
+    set.delete(subscriber);
+    if (set.size === 0) this.subscribers.delete(id);
   }
 
-  /** Collects ids over one tick, so a burst of notifications costs one query. */
+  /** Collects ids over one tick, so a burst of notifications costs one read per id. */
   private handleNotification(channel: string, payload: string): void {
-    if (channel !== CHANNEL_CHANGED) return;
-    for (const id of payload.split(',')) if (this.waiters.has(id)) this.notified.add(id);
+    if (channel !== CHANNEL_CHANGED && channel !== CHANNEL_PROGRESS) return;
+    for (const id of payload.split(',')) {
+      const set = this.subscribers.get(id);
+      if (!set) continue;
+      // Progress (a step completed) changes no status: long-polls need not read for it.
+      if (channel === CHANNEL_PROGRESS && ![...set].some((s) => s.kind === 'stream')) continue;
+      this.notified.add(id);
+    }
     if (this.notified.size === 0 || this.flushScheduled) return;
     this.flushScheduled = true;
     setImmediate(() => {
       this.flushScheduled = false;
       const ids = [...this.notified];
       this.notified.clear();
-      void this.checkIds(ids);
+      this.refresh(ids);
     });
   }
 
-  /** Reads the given executions and settles the waiters of those that are terminal. */
-  private async checkIds(ids: string[]): Promise<void> {
-    for (let i = 0; i < ids.length && !this.stopped; i += CHECK_BATCH) {
-      let executions: ExecutionRecord[];
-      try {
-        executions = await getExecutions(this.options.db, ids.slice(i, i + CHECK_BATCH));
-      } catch (err) {
-        // The next notification or interval tries again; the long-polls time out meanwhile.
-        this.options.log.warn({ err: (err as Error).message }, 'long-poll re-check failed');
-        return;
-      }
-      for (const execution of executions) {
-        if (!isTerminal(execution.status)) continue;
-        for (const w of [...(this.waiters.get(execution.id) ?? [])]) w.settle(execution);
+  /** Reads the followed ones among `ids` (an id being read is read again afterwards) and offers the results. */
+  private refresh(ids: Iterable<string>): void {
+    if (this.stopped) return;
+    const batch: string[] = [];
+    for (const id of ids) {
+      if (!this.subscribers.has(id)) continue;
+      if (this.reading.has(id)) this.readAgain.add(id);
+      else {
+        this.reading.add(id);
+        batch.push(id);
       }
     }
+    if (batch.length > 0) void this.read(batch);
+  }
+
+  private async read(ids: string[]): Promise<void> {
+    // Submitted in one turn: the reader makes one query per 1,000 of them.
+    const results = await Promise.allSettled(ids.map((id) => this.reader.submit(id)));
+    let failure: unknown;
+    ids.forEach((id, i) => {
+      this.reading.delete(id);
+      const result = results[i];
+      const set = this.subscribers.get(id);
+      if (!set) return;
+      for (const s of [...set]) {
+        if (result.status === 'fulfilled') s.offer(result.value);
+        else s.failed(result.reason);
+      }
+      if (result.status === 'rejected') failure ??= result.reason;
+    });
+    // The next notification, reconnect or interval tries again; meanwhile long-polls time out and streams send keep-alives.
+    if (failure !== undefined) this.options.log.warn({ err: (failure as Error).message, ids: ids.length }, 'execution re-read failed');
+    const again = ids.filter((id) => this.readAgain.delete(id));
+    if (again.length > 0) this.refresh(again);
   }
 }

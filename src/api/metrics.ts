@@ -7,6 +7,7 @@ import { addOperation } from './typed';
 
 const HISTOGRAM = 'stepwise_http_request_duration_seconds';
 const LONG_POLLS = 'stepwise_http_long_polls_waiting';
+const STREAMS = 'stepwise_http_streams_open';
 
 /** Sources of the long-poll gauge per registry: several servers (tests) may share one registry. */
 const longPollSources = new WeakMap<Registry, Set<() => number>>();
@@ -26,6 +27,37 @@ export function measureLongPolls(registry: Registry, count: () => number): () =>
         let total = 0;
         for (const source of set) total += source();
         this.set(total);
+      },
+    });
+  }
+  sources.add(count);
+  return () => sources.delete(count);
+}
+
+/** Sources of the streams gauge per registry, as for the long-polls. */
+const streamSources = new WeakMap<Registry, Set<() => { execution: number; changes: number }>>();
+
+/** Reports how many event streams are open, by kind (execution, changes); returns an unregister function. */
+export function measureStreams(registry: Registry, count: () => { execution: number; changes: number }): () => void {
+  let sources = streamSources.get(registry);
+  if (!sources) {
+    const set = new Set<() => { execution: number; changes: number }>();
+    sources = set;
+    streamSources.set(registry, set);
+    new Gauge({
+      name: STREAMS,
+      help: 'Event streams open: GET /executions/{id}/stream (stream="execution") and GET /executions/changes (stream="changes")',
+      labelNames: ['stream'] as const,
+      registers: [registry],
+      collect() {
+        const total = { execution: 0, changes: 0 };
+        for (const source of set) {
+          const n = source();
+          total.execution += n.execution;
+          total.changes += n.changes;
+        }
+        this.set({ stream: 'execution' }, total.execution);
+        this.set({ stream: 'changes' }, total.changes);
       },
     });
   }

@@ -4,13 +4,14 @@ import type { Registry } from 'prom-client';
 import type { Config } from '../config';
 import type { Logger } from '../logger';
 import { createMetricsRegistry } from '../metrics';
-import { CHANNEL_CHANGED, CHANNEL_TASKS } from '../store/channels';
+import { CHANNEL_CHANGED, CHANNEL_PROGRESS, CHANNEL_TASKS } from '../store/channels';
 import type { Db } from '../store/db';
 import { NotificationListener } from '../store/listener';
 import { createApiApp } from './app';
 import { metricsTokens, requireBearerToken } from './auth';
+import { ExecutionChanges } from './execution-changes';
 import { ExecutionWaiters } from './execution-waiters';
-import { measureLongPolls } from './metrics';
+import { measureLongPolls, measureStreams } from './metrics';
 import { measureQueue } from './queue-metrics';
 import { getSpec } from './spec';
 import { TaskSchemaCache } from '../store/task-schemas';
@@ -34,7 +35,7 @@ export interface ApiServer {
   /** `http://host:port` plus the base path. */
   url: string;
   port: number;
-  /** Answers open long-polls with 202, finishes in-flight requests, then stops listening. Idempotent. */
+  /** Answers open long-polls with 202, ends open streams, finishes in-flight requests, then stops listening. Idempotent. */
   close(): Promise<void>;
 }
 
@@ -116,14 +117,22 @@ function listen(server: http.Server, port: number, host: string): Promise<void> 
   });
 }
 
-/** Starts the HTTP API: its own LISTEN connection and long-poll waiters, the Koa app, the server. */
+/** Starts the HTTP API: its own LISTEN connection, the long-poll and stream fan-outs, the Koa app, the server. */
 export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   const { config, db, log } = deps;
   const registry = deps.registry ?? createMetricsRegistry();
-  const listener = new NotificationListener({ url: deps.databaseUrl, channels: [CHANNEL_CHANGED, CHANNEL_TASKS], log });
-  const waiters = new ExecutionWaiters({ db, listener, pollIntervalMs: config.http.waitPollIntervalMs, log });
+  const listener = new NotificationListener({ url: deps.databaseUrl, channels: [CHANNEL_CHANGED, CHANNEL_PROGRESS, CHANNEL_TASKS], log });
+  const reader = createExecutionReader(db);
+  const waiters = new ExecutionWaiters({ db, listener, pollIntervalMs: config.http.waitPollIntervalMs, log, reader });
   waiters.start();
-  const unmeasure = measureLongPolls(registry, () => waiters.size);
+  const changes = new ExecutionChanges({ db, listener, log });
+  changes.start();
+  const unmeasureLongPolls = measureLongPolls(registry, () => waiters.size);
+  const unmeasureStreams = measureStreams(registry, () => ({ execution: waiters.streams, changes: changes.size }));
+  const unmeasure = () => {
+    unmeasureLongPolls();
+    unmeasureStreams();
+  };
   measureQueue(registry, db);
   const taskSchemas = new TaskSchemaCache(db);
   const unfollow = taskSchemas.follow(listener);
@@ -139,7 +148,8 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     waiters,
     taskSchemas,
     inserts: createInsertBatcher(db),
-    reader: createExecutionReader(db),
+    reader,
+    changes,
     finishedCounts,
     routes: {
       spec,
@@ -159,6 +169,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     unfollow();
     listening.stop();
     waiters.stop();
+    changes.stop();
     await listener.stop();
     throw err;
   }
@@ -177,7 +188,9 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
       closing ??= (async () => {
         unmeasure();
         listening.stop();
+        // Before closing: a long-poll answers 202 and a stream ends now, so neither holds the close up.
         waiters.stop();
+        changes.stop();
         await closeGracefully(server, 5000);
         await finishedCounts.pending?.catch(() => undefined);
         unfollow();

@@ -1,4 +1,5 @@
 import type Router from '@koa/router';
+import type { Readable } from 'node:stream';
 import type { Middleware } from 'koa';
 import type { operations } from '../../generated/openapi';
 import { isTransientConflict } from '../store/db-errors';
@@ -15,7 +16,15 @@ type Responses<K extends OperationId> = Op<K>['responses'];
 /** Handlers answer the success statuses; errors are thrown as AppError and shaped by the error middleware. */
 type SuccessStatus<K extends OperationId> = Extract<keyof Responses<K>, 200 | 201 | 202 | 204>;
 type ContentOf<R> = R extends { content: infer C } ? C : never;
-type BodyOf<R> = ContentOf<R> extends Record<string, infer B> ? B : undefined;
+/** An event stream's body is written while the handler has long returned: a stream, piped by Koa. */
+// A response without content (204) has none: [never] is tested apart, since a bare never would match every branch.
+type BodyOf<R> = [ContentOf<R>] extends [never]
+  ? undefined
+  : ContentOf<R> extends { 'text/event-stream': unknown }
+    ? Readable
+    : ContentOf<R> extends Record<string, infer B>
+      ? B
+      : undefined;
 
 /** One of the responses the spec lists for K, with exactly the body the spec gives that status. */
 export type HandlerResult<K extends OperationId> = {

@@ -4,7 +4,7 @@
  */
 import { Option, type Command } from 'commander';
 import { createStepwiseClient, type StepwiseClient } from '../client';
-import { describeFailure, UsageError } from './failures';
+import { describeFailure, EXIT, EXIT_CODES_HELP, UsageError } from './failures';
 import { sanitize } from './format';
 
 /** Where the operator commands look for a server when neither --url nor STEPWISE_URL says. */
@@ -61,4 +61,20 @@ export function withConnectionOptions(cmd: Command): Command {
     .addOption(new Option('--url <url>', 'the Stepwise server, with its base path if it has one').env('STEPWISE_URL').default(DEFAULT_URL))
     .addOption(new Option('--token <token>', 'API bearer token (prefer the environment variable: flags show in ps)').env('STEPWISE_TOKEN'))
     .option('--json', "print the API's JSON answer as-is, one document, instead of text");
+}
+
+/**
+ * A group of operator commands (`webhooks`, …). Its usage errors print one line and exit 2 (the other
+ * commands of `stepwise` keep commander's 1); help and --version still exit 0.
+ */
+export function commandGroup(program: Command, name: string, description: string): Command {
+  return program
+    .command(name)
+    .description(description)
+    .showHelpAfterError(false)
+    .configureOutput({ outputError: (text, write) => write(text.replace(/^error: /, 'stepwise: ')) })
+    .exitOverride((err) => {
+      process.exit(err.exitCode === 0 ? EXIT.ok : EXIT.usage);
+    })
+    .addHelpText('after', EXIT_CODES_HELP);
 }

@@ -15,9 +15,9 @@ export const EXIT = Object.freeze({
   usage: 2,
   /** The server could not be reached (refused, unknown host, timed out, TLS). */
   unreachable: 3,
-  /** `executions wait`: the execution failed. */
+  /** `executions wait` and `watch`: the execution failed. */
   failed: 4,
-  /** `executions wait`: the execution was cancelled. */
+  /** `executions wait` and `watch`: the execution was cancelled. */
   cancelled: 5,
   /** `executions wait`: --timeout passed before the execution ended. */
   timedOut: 6,
@@ -25,14 +25,14 @@ export const EXIT = Object.freeze({
 
 /** The exit codes as `stepwise --help` shows them. */
 export const EXIT_CODES_HELP = `
-Exit codes of the operator commands (executions, events, tasks, workers):
-  0  done (for "executions wait": the execution completed)
+Exit codes of the operator commands (executions, events, tasks, workers, webhooks):
+  0  done (for "executions wait" and "watch": the execution completed)
   1  the server answered with an error, printed as "stepwise: <status> <code>: <message>",
      or a bulk action was not confirmed (nothing was changed)
   2  usage: bad arguments, options or JSON input, or a bulk action without a filter or --yes
   3  the server cannot be reached at --url
-  4  "executions wait": the execution failed
-  5  "executions wait": the execution was cancelled
+  4  "executions wait" and "watch": the execution failed
+  5  "executions wait" and "watch": the execution was cancelled
   6  "executions wait": --timeout passed first`;
 
 /** A mistake in the command line or its input, found before anything is sent. */

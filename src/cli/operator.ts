@@ -9,7 +9,8 @@ import { StepwiseWaitTimeoutError, type Execution, type StepwiseClient } from '.
 import { EXECUTION_STATUSES, isTerminal } from '../domain/status';
 import { collect, parseCount, parseInstantOption, parseSeconds } from './arguments';
 import { addBulkCommands } from './bulk';
-import { DEFAULT_URL, print, printJson, withClient, withConnectionOptions, type ConnectionFlags } from './command-runner';
+import { addWebhookCommands } from './webhooks';
+import { commandGroup, DEFAULT_URL, print, printJson, withClient, withConnectionOptions, type ConnectionFlags } from './command-runner';
 import { EXIT, EXIT_CODES_HELP, OutcomeError, UsageError } from './failures';
 import { isJsonObject, readJsonInput } from './json-input';
 import {
@@ -23,6 +24,7 @@ import {
   renderScheduled,
   renderSteps,
   renderTasks,
+  renderWatchLine,
   renderWorkers,
 } from './render';
 
@@ -32,22 +34,6 @@ export { DEFAULT_URL };
 export function packageVersion(): string {
   const file = path.join(__dirname, '..', '..', 'package.json');
   return (JSON.parse(fs.readFileSync(file, 'utf8')) as { version: string }).version;
-}
-
-/**
- * A group of operator commands. Its usage errors print one line and exit 2 (the other commands of
- * `stepwise` keep commander's 1); help and --version still exit 0.
- */
-function commandGroup(program: Command, name: string, description: string): Command {
-  return program
-    .command(name)
-    .description(description)
-    .showHelpAfterError(false)
-    .configureOutput({ outputError: (text, write) => write(text.replace(/^error: /, 'stepwise: ')) })
-    .exitOverride((err) => {
-      process.exit(err.exitCode === 0 ? EXIT.ok : EXIT.usage);
-    })
-    .addHelpText('after', EXIT_CODES_HELP);
 }
 
 interface ListFlags extends ConnectionFlags {
@@ -79,11 +65,34 @@ async function waitForEnd(client: StepwiseClient, id: string, timeoutSeconds: nu
   }
   if (json) printJson(execution);
   else print(renderExecution(execution));
+  endAs(execution);
+}
+
+/** Ends a command that followed an execution to its end with the code its status calls for: 0, 4 or 5. */
+function endAs(execution: Execution): void {
+  const id = execution.execution_id;
   if (execution.status === 'failed') {
     const why = execution.error ? `: ${execution.error.type}: ${execution.error.message}` : '';
     throw new OutcomeError(`execution ${id} failed${why}`, EXIT.failed);
   }
   if (execution.status === 'cancelled') throw new OutcomeError(`execution ${id} was cancelled`, EXIT.cancelled);
+}
+
+/**
+ * Prints every state of execution `id` as it changes (one line, or one JSON document per line with
+ * --json) until it ends, then ends with the code its status calls for. The stream reconnects by itself
+ * when the connection drops, printing the current state again.
+ */
+async function watchToEnd(client: StepwiseClient, id: string, json: boolean): Promise<void> {
+  // One plain read first: a wrong id or an unreachable server fails here at once, where the stream
+  // would retry network errors for as long as it takes.
+  await client.get(id);
+  let last: Execution | undefined;
+  for await (const execution of client.watch(id)) {
+    print(json ? `${JSON.stringify(execution)}\n` : renderWatchLine(execution, new Date()));
+    last = execution;
+  }
+  if (last) endAs(last);
 }
 
 function addExecutionCommands(program: Command): void {
@@ -162,6 +171,15 @@ function addExecutionCommands(program: Command): void {
       withClient(flags, (client) => waitForEnd(client, id, flags.timeout, flags.json === true)),
     );
 
+  withConnectionOptions(
+    executions
+      .command('watch')
+      .description('follow an execution live: one line per change (status, steps, what it waits for) until it ends')
+      .argument('<id>', 'the execution id'),
+  )
+    .addHelpText('after', '\nWith --json, one JSON document per line (the execution as GET /executions/{id} answers it).\nExits 0 when the execution completed, 4 when it failed, 5 when it was cancelled.')
+    .action(async (id: string, flags: ConnectionFlags) => withClient(flags, (client) => watchToEnd(client, id, flags.json === true)));
+
   withConnectionOptions(executions.command('cancel').description('cancel a pending, running or waiting execution').argument('<id>', 'the execution id')).action(
     async (id: string, flags: ConnectionFlags) =>
       withClient(flags, async (client) => {
@@ -223,10 +241,11 @@ function addEventCommands(program: Command): void {
       .argument('[payload]', 'the payload, any JSON value, or - for stdin (default null)'),
   )
     .option('--payload-file <file>', 'read the payload from this file (- for stdin)')
-    .action(async (id: string, event: string, inline: string | undefined, flags: ConnectionFlags & { payloadFile?: string }) =>
+    .option('--idempotency-key <key>', 'safe to retry: a repeat with the same key answers the first delivery again, even after the execution moved on')
+    .action(async (id: string, event: string, inline: string | undefined, flags: ConnectionFlags & { payloadFile?: string; idempotencyKey?: string }) =>
       withClient(flags, async (client) => {
         const payload = await readJsonInput({ inline, file: flags.payloadFile, name: 'PAYLOAD', fileFlag: '--payload-file', fallback: null });
-        const delivered = await client.sendEvent(id, event, payload);
+        const delivered = await client.sendEvent(id, event, payload, { idempotencyKey: flags.idempotencyKey });
         if (flags.json) printJson(delivered);
         else print(renderDelivered(delivered));
       }),
@@ -282,5 +301,6 @@ export function addOperatorCommands(program: Command): void {
   addExecutionCommands(program);
   addEventCommands(program);
   addTaskAndWorkerCommands(program);
+  addWebhookCommands(program);
   program.addHelpText('after', `\nThe operator commands talk to a running server over HTTP: --url (env STEPWISE_URL, default ${DEFAULT_URL}) and --token (env STEPWISE_TOKEN).\n${EXIT_CODES_HELP}`);
 }

@@ -66,6 +66,21 @@ export function renderExecution(e: Execution): string {
   return renderFields(fields);
 }
 
+/**
+ * One line of `executions watch`: when the state was seen, its status, its steps, and what it is
+ * doing (the step in progress, the events it waits for) or how it ended.
+ */
+export function renderWatchLine(e: Execution, seenAt: Date): string {
+  const parts = [`${formatUtc(seenAt.toISOString())} UTC`, e.status.padEnd(9), plural(e.steps_completed, 'step') + ' completed'];
+  if (e.attempt > 1) parts.push(`attempt ${e.attempt}`);
+  const events = e.waiting_for_events.map((w) => `"${w.event_name}"${w.timeout_at ? ` (times out ${formatUtc(w.timeout_at)} UTC)` : ''}`);
+  if (events.length > 0) parts.push(`waiting for event ${events.join(', ')}`);
+  else if (e.current_step) parts.push(`${e.status === 'waiting' ? 'waiting in' : 'in progress'}: ${e.current_step}`);
+  if (e.status === 'completed') parts.push(`output ${truncate(compactJson(e.output), NOTE_MAX)}`);
+  else if (e.error) parts.push(`${e.status === 'pending' ? 'retrying after ' : ''}${describeError(e.error)}`);
+  return `${truncate(sanitize(parts.join('  ')), 240)}\n`;
+}
+
 /** What a step's row says beyond its status: its result, its error, its wake-up time, its child. */
 function stepNote(step: Step): string {
   if (step.status === 'failed' || step.error) return `error ${describeError(step.error)}`;

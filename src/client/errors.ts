@@ -35,6 +35,14 @@ export class StepwiseWaitTimeoutError extends Error {
   }
 }
 
+/** True for failures worth trying again after a pause: the server or its database is briefly away, or the network failed. */
+export function isTransientFailure(err: unknown): boolean {
+  if (err instanceof StepwiseApiError) return err.status === 503 || err.status === 502 || err.status === 504;
+  // fetch's network failure, and a body cut off mid-way; by name, since the fetch in use may come from
+  // another realm (a test runner's sandbox) whose TypeError is another class.
+  return typeof err === 'object' && err !== null && (err as { name?: unknown }).name === 'TypeError';
+}
+
 function isEnvelope(value: unknown): value is components['schemas']['ErrorEnvelope'] {
   const error = (value as { error?: { code?: unknown; message?: unknown } } | null)?.error;
   return typeof error?.code === 'string' && typeof error.message === 'string';

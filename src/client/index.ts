@@ -1,8 +1,10 @@
 import createClient, { type Client } from 'openapi-fetch';
 import type { components, operations, paths } from '../../generated/openapi';
-import { StepwiseApiError, StepwiseWaitTimeoutError, toApiError } from './errors';
+import { isTransientFailure, StepwiseApiError, StepwiseWaitTimeoutError, toApiError } from './errors';
+import { watchExecution, watchExecutionChanges, type ExecutionChangesEvent } from './watch';
 
 export { StepwiseApiError, StepwiseWaitTimeoutError };
+export type { ExecutionChangesEvent };
 export type { StepwiseErrorCode, StepwiseErrorDetail } from './errors';
 export type { paths, operations, components };
 
@@ -28,6 +30,16 @@ export type RetriedExecution = Schemas['RetriedExecution'];
 export type BulkFilter = Partial<Schemas['BulkFilter']>;
 export type BulkResult = Schemas['BulkResult'];
 export type TaskPauseState = Schemas['TaskPauseState'];
+/** The data of a `changed` event of GET /executions/changes: an execution and its status now. */
+export type ExecutionChange = Schemas['ExecutionChange'];
+export type Webhook = Schemas['Webhook'];
+/** A new webhook, with its signing secret (shown only in the answer that created it). */
+export type CreatedWebhook = Schemas['CreatedWebhook'];
+export type WebhookEventType = Schemas['WebhookEventType'];
+export type WebhookDelivery = Schemas['WebhookDelivery'];
+export type WebhookDeliveryList = Schemas['WebhookDeliveryList'];
+/** The JSON body Stepwise POSTs to a webhook. */
+export type WebhookPayload = Schemas['WebhookPayload'];
 
 export interface StepwiseClientOptions {
   /** The server's URL including its base path, such as `http://127.0.0.1:8080` or `https://host/sw`. */
@@ -68,12 +80,6 @@ function delay(ms: number, signal?: AbortSignal): Promise<void> {
     const timer = setTimeout(resolve, ms);
     signal?.addEventListener('abort', () => (clearTimeout(timer), reject(signal.reason)), { once: true });
   });
-}
-
-/** True for answers worth retrying inside `wait`: the server or its database is briefly away. */
-function isTransient(err: unknown): boolean {
-  if (err instanceof StepwiseApiError) return err.status === 503 || err.status === 502 || err.status === 504;
-  return err instanceof TypeError; // fetch's network failure
 }
 
 /**
@@ -138,13 +144,38 @@ export function createStepwiseClient(options: StepwiseClientOptions) {
           lastStatus = result.pending.status;
           backoffMs = 100;
         } catch (err) {
-          if (!isTransient(err) || Date.now() >= deadline) throw err;
+          if (!isTransientFailure(err) || Date.now() >= deadline) throw err;
           const hinted = err instanceof StepwiseApiError && err.retryAfterSeconds !== undefined ? err.retryAfterSeconds * 1000 : backoffMs;
           await delay(Math.min(5000, hinted, Math.max(0, deadline - Date.now())), opts.signal);
           backoffMs = Math.min(5000, backoffMs * 2);
         }
         if (Date.now() >= deadline) throw new StepwiseWaitTimeoutError(id, lastStatus);
       }
+    },
+
+    /**
+     * Follows an execution live (GET /executions/{id}/stream): yields its current state, then each
+     * new state (status changes, steps completed, waits), and ends after the completed, failed or
+     * cancelled one. A dropped connection (a network error, the server restarting) is opened again
+     * and yields the current state again, so consumers see every state at least once, possibly
+     * twice; an unknown id throws StepwiseApiError (404). Ends quietly when `signal` aborts.
+     *
+     * ```ts
+     * for await (const e of client.watch(id)) console.log(e.status, e.steps_completed);
+     * ```
+     */
+    watch(id: string, opts: { signal?: AbortSignal } = {}): AsyncIterable<Execution> {
+      return watchExecution(raw, id, opts.signal);
+    },
+
+    /**
+     * Follows the status changes of every execution, or of one task's (GET /executions/changes), for
+     * views of many executions: yields `{ type: 'changed', change }` per status change and
+     * `{ type: 'sync' }` on every (re)connection or when changes may have been missed (re-read then).
+     * Reconnects as `watch` does; never ends by itself: stop it with `signal` or by breaking out.
+     */
+    watchChanges(opts: { task?: string; signal?: AbortSignal } = {}): AsyncIterable<ExecutionChangesEvent> {
+      return watchExecutionChanges(raw, opts.task, opts.signal);
     },
 
     /** Cancels a pending, running or waiting execution (again is fine); completed or failed throw 409. */
@@ -205,6 +236,36 @@ export function createStepwiseClient(options: StepwiseClientOptions) {
     /** Lets the task's executions be claimed again, at once. */
     async resumeTask(name: string): Promise<TaskPauseState> {
       return (await unwrap(raw.POST('/api/v1/tasks/{name}/resume', { params: { path: { name } } }))).data;
+    },
+
+    /**
+     * Subscribes `url` to execution events, for every task or only `tasks`. The answer's `secret`
+     * verifies the deliveries' signatures and is never shown again.
+     */
+    async createWebhook(url: string, events: WebhookEventType[], opts: { tasks?: string[] } = {}): Promise<CreatedWebhook> {
+      const body: Schemas['CreateWebhookRequest'] = { url, events };
+      if (opts.tasks !== undefined) body.tasks = opts.tasks;
+      return (await unwrap(raw.POST('/api/v1/webhooks', { body }))).data;
+    },
+
+    /** The subscribed webhooks, oldest first, without their secrets. */
+    async listWebhooks(): Promise<Webhook[]> {
+      return (await unwrap(raw.GET('/api/v1/webhooks'))).data.webhooks;
+    },
+
+    /** Unsubscribes a webhook; its pending deliveries are dropped. */
+    async deleteWebhook(id: string): Promise<void> {
+      await unwrap(raw.DELETE('/api/v1/webhooks/{webhook_id}', { params: { path: { webhook_id: id } } }));
+    },
+
+    /** A page of a webhook's deliveries, newest first, with their latest attempts. */
+    async listWebhookDeliveries(id: string, page: { limit?: number; offset?: number } = {}): Promise<WebhookDeliveryList> {
+      return (await unwrap(raw.GET('/api/v1/webhooks/{webhook_id}/deliveries', { params: { path: { webhook_id: id }, query: page } }))).data;
+    },
+
+    /** Queues a `webhook.test` message to the webhook and returns its delivery. */
+    async testWebhook(id: string): Promise<WebhookDelivery> {
+      return (await unwrap(raw.POST('/api/v1/webhooks/{webhook_id}/test', { params: { path: { webhook_id: id } } }))).data;
     },
   };
 }

@@ -32,6 +32,7 @@ export class ChildSteps {
     if (recorded.wakeAt && recorded.wakeAt.getTime() <= this.ctx.databaseNow()) {
       const timed = await this.ctx.write(() => completeTimedStep(this.ctx.db, this.ctx.lease, seq, { timed_out: true }));
       if (timed.kind === 'lost') throw new LeaseLostError(this.ctx.lease.id);
+      if (timed.kind === 'completed') this.ctx.progressed?.();
       if (timed.kind !== 'not_due') return childOutcome(seq, key, timed.result as ChildStepResult);
     }
     return this.ctx.suspension.block({ seq, name: key, kind: 'child', wakeAt: recorded.wakeAt }, (r) => childOutcome(seq, key, r.result as ChildStepResult));

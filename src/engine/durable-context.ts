@@ -54,6 +54,8 @@ export interface DurableContextOptions {
   /** The task's timeout as an instant (from the first claim), or null: a suspension is due by then. */
   deadline: Date | null;
   onStep?: (name: string, kind: StepKind, durationMs: number) => void;
+  /** The execution moved on within its status (a step recorded, a sleep ended, a long step named): API servers are told, apart from the write. */
+  progressed?: () => void;
 }
 
 /**
@@ -118,6 +120,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
         const result = wait.kind === 'sleep' ? { slept: true } : { timed_out: true };
         const timed = await this.write(() => completeTimedStep(this.options.db, this.options.lease, wait.seq, result));
         if (timed.kind === 'lost') throw new LeaseLostError(this.executionId);
+        if (timed.kind === 'completed') this.options.progressed?.();
         if (timed.kind !== 'not_due') {
           finished.set(wait.seq, { ...record, completed: true, result: timed.result });
           if (wait.kind !== 'child') this.options.onStep?.(wait.name, wait.kind, Date.now() - record.startedAt.getTime());
@@ -195,6 +198,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     if (recorded?.wakeAt && recorded.wakeAt.getTime() <= this.databaseNow()) {
       const timed = await this.write(() => completeTimedStep(this.options.db, this.options.lease, seq, kind === 'sleep' ? { slept: true } : { timed_out: true }));
       if (timed.kind === 'lost') throw new LeaseLostError(this.executionId);
+      if (timed.kind === 'completed') this.options.progressed?.();
       if (timed.kind !== 'not_due') {
         this.options.onStep?.(key, kind, Date.now() - recorded.startedAt.getTime());
         return timed.result;

@@ -61,6 +61,8 @@ export interface ExecutionRunnerOptions {
   keepSuspended: number;
   /** The handler returned or threw: its slot may serve another execution while the final write runs. */
   onHandlerReturned: (held: HeldExecution) => void;
+  /** The execution moved on within its status (a step recorded, a sleep ended): see ProgressAnnouncer. */
+  progressed?: (executionId: string) => void;
 }
 
 /**
@@ -117,6 +119,7 @@ export class ExecutionRunner {
           retry: registered.retry,
           limits: this.options.limits,
           onStep: (_name, kind, ms) => this.options.observer?.step?.(execution.task, kind, ms),
+          progressed: () => this.options.progressed?.(execution.id),
         });
         live = startHandler(registered.def, ctx, execution.data, held.controller);
       }

@@ -3,6 +3,7 @@ import { isDatabaseUnavailable } from '../store/db-errors';
 import type { Logger } from '../logger';
 import type { Db } from '../store/db';
 import { deleteFinishedExecutions } from '../store/retention';
+import { deleteFinishedDeliveries } from '../store/webhook-deliveries';
 
 export interface RetentionSweeperOptions {
   db: Db;
@@ -20,7 +21,8 @@ export interface RetentionSweeperOptions {
 
 /**
  * Deletes finished executions (completed, failed, cancelled) past the retention period, with their
- * steps, so the table holds what is active plus a bounded history. Every worker process runs one;
+ * steps, so the table holds what is active plus a bounded history; and webhook deliveries that are over
+ * (delivered or failed) created before the same cutoff. Every worker process runs one;
  * their batches skip each other's rows, so more workers only share the work. A sweep deletes batch
  * after batch until one comes back short, then waits for the next interval; a database error ends the
  * sweep and the next one tries again.
@@ -77,6 +79,10 @@ export class RetentionSweeper {
         total += deleted;
         if (deleted > 0) onDeleted?.(deleted);
         if (deleted < this.batchSize || this.stopped) break;
+      }
+      // Webhook deliveries that are over (delivered or failed) go after the same period, from their creation.
+      for (let deliveries = this.batchSize; deliveries === this.batchSize && !this.stopped; ) {
+        deliveries = await deleteFinishedDeliveries(db, cutoff, this.batchSize);
       }
     } catch (err) {
       const level = isDatabaseUnavailable(err) ? 'warn' : 'error';

@@ -93,6 +93,7 @@ export class StepRunner {
         return this.ctx.recordStep(step);
       });
       if (!landed) throw new LeaseLostError(lease.id);
+      this.ctx.progressed?.();
       this.ctx.onStep?.(key, 'step', Date.now() - started);
       return { value };
     }
@@ -102,7 +103,7 @@ export class StepRunner {
   private async runOnce(key: string, fn: StepFn<unknown>, attempt: number, timeoutMs: number | undefined): Promise<unknown> {
     let marking: Promise<unknown> | undefined;
     const timer = setTimeout(() => {
-      marking = setCurrentStep(this.ctx.db, this.ctx.lease, key).catch(() => undefined);
+      marking = setCurrentStep(this.ctx.db, this.ctx.lease, key).then((named) => named && this.ctx.progressed?.(), () => undefined);
     }, CURRENT_STEP_DELAY_MS);
     let result: unknown;
     try {

@@ -39,6 +39,11 @@ export class WorkNotifications {
     return this.listener.stop();
   }
 
+  /** Sends statements on this connection rather than a pool's (see NotificationListener.run). */
+  run(text: string): Promise<void> {
+    return this.listener.run(text);
+  }
+
   private dispatch(channel: string, payload: string): void {
     if (channel === CHANNEL_WORK) {
       if (payload === '' || this.options.serves(payload)) this.announceWork();

@@ -8,6 +8,7 @@ import { CronFirer } from './cron';
 import { ExecutionRunner } from './execution-runner';
 import { renewHeldLeases } from './lease-renewal';
 import { TaskRegistry } from './registry';
+import { ProgressAnnouncer } from './progress-announcer';
 import { SlotPool, type HeldExecution } from './slot-pool';
 import { WakeSignal } from './wake-signal';
 import { WorkNotifications } from './work-notifications';
@@ -38,6 +39,8 @@ export class Worker {
   private readonly limits: ReadonlyMap<string, number>;
   private readonly slots: SlotPool;
   private readonly runner: ExecutionRunner;
+  /** Tells API servers' streams of steps recorded, apart from the step writes. */
+  private readonly progress: ProgressAnnouncer;
   private readonly notifications: WorkNotifications;
   /** Completions, written with the next claim in one statement (completeAndClaim). */
   private readonly completions: GroupCommitter<Completion, boolean>;
@@ -67,7 +70,9 @@ export class Worker {
     // The completion is group-committed by the worker, whose flush claims too (completeAndClaim).
     const complete = (completion: Completion) => this.completions.submit(completion);
     const limits = { ...DEFAULT_LIMITS, ...options.limits };
-    this.runner = new ExecutionRunner({ db, log, registry: this.registry, observer: options.observer, complete, limits, keepSuspended: options.keepSuspended ?? 256, onHandlerReturned: (held) => this.leaveHandler(held) });
+    this.progress = new ProgressAnnouncer({ run: (sql) => this.notifications.run(sql), log });
+    const progressed = (id: string) => this.progress.add(id);
+    this.runner = new ExecutionRunner({ db, log, registry: this.registry, observer: options.observer, complete, limits, keepSuspended: options.keepSuspended ?? 256, onHandlerReturned: (held) => this.leaveHandler(held), progressed });
     const serves = (task: string) => this.registry.get(task) !== undefined;
     this.notifications = new WorkNotifications({ url: options.databaseUrl, log, serves, onWork: () => this.signal.wake(), onCancel: (id) => (this.slots.cancel(id), this.runner.forget(id)) });
     this.completions = new GroupCommitter((items: Completion[]) => this.completeAndClaim(items), isDatabaseUnavailable);
@@ -135,6 +140,7 @@ export class Worker {
     await Promise.all([this.loopDone, this.cron?.stop()]);
     await this.slots.drain(this.shutdownGraceMs);
     await this.completions.idle();
+    this.progress.stop();
     clearInterval(this.renewTimer);
     this.signal.clearTimers();
     await Promise.all([this.notifications.stop(), this.presence.stop()]);

@@ -2,9 +2,30 @@
 
 /** Work became due (payload: the task name). Workers listen. */
 export const CHANNEL_WORK = 'stepwise_work';
-/** An execution changed status (payload: comma-separated ids). API servers' long-polls listen. */
+/**
+ * An execution changed status (payload: comma-separated ids, at most 200). Every statement that moves
+ * a status notifies, once per statement. API servers listen: long-polls, streams, the changes stream.
+ */
 export const CHANNEL_CHANGED = 'stepwise_changed';
+/**
+ * Executions moved on within their status (payload: comma-separated ids, at most 200): steps
+ * completed, a sleep ended, a long step named. Sent by workers apart from those writes, at most every
+ * 25 ms (see progressAnnouncement). API servers' streams listen.
+ */
+export const CHANNEL_PROGRESS = 'stepwise_progress';
 /** An execution was cancelled (payload: its id). Workers listen, to abort a running handler. */
 export const CHANNEL_CANCEL = 'stepwise_cancel';
 /** A task's registration (its schemas) changed (payload: its name). API servers listen, to drop cached validators. */
 export const CHANNEL_TASKS = 'stepwise_tasks';
+/** Webhook deliveries were queued (no payload). Worker processes' deliverers listen. */
+export const CHANNEL_WEBHOOKS = 'stepwise_webhooks';
+
+/**
+ * A SELECT that sends `channel` the ids of `rows` (a CTE with an `id` column), 200 to a notification
+ * (a payload must stay under PostgreSQL's 8,000 bytes): one notification for a statement's rows, where
+ * pg_notify per row would send one each. No rows, no notification. A CTE holding it runs only when the
+ * statement reads it, hence the `(SELECT count(*) FROM notified)` columns beside it.
+ */
+export function notifyIds(channel: string, rows: string): string {
+  return `SELECT pg_notify('${channel}', string_agg(id::text, ',')) FROM (SELECT id, (row_number() OVER ()) / 200 AS chunk FROM ${rows}) c GROUP BY chunk`;
+}

@@ -148,33 +148,47 @@ async function insertOnce(run: Runner, items: readonly NewExecution[]): Promise<
   });
 }
 
+/** An execution row with its open event waits (see OPEN_WAITS). */
+type RowWithWaits = ExecutionRow & { open_waits: Array<{ event_name: string; since: string; timeout_at: string | null }> | null };
+
 /**
- * One execution, with the event waits it has open (earliest first) when it is waiting: a handler may
- * wait for several events at once, each an open `event` step.
+ * The event waits a waiting execution `e` has open, earliest first, as a jsonb array (NULL when it is
+ * not waiting): a handler may wait for several events at once, each an open `event` step.
  */
-export async function getExecution(db: Db, id: string): Promise<ExecutionRecord | undefined> {
-  const rows = await preparedRows<ExecutionRow & { open_waits: Array<{ event_name: string; since: string; timeout_at: string | null }> | null }>(
-    db,
-    'stepwise_get_execution_v2',
-    `SELECT e.*, CASE WHEN e.status = 'waiting' THEN (
+const OPEN_WAITS = `CASE WHEN e.status = 'waiting' THEN (
               SELECT jsonb_agg(jsonb_build_object('event_name', s.event_name, 'since', s.started_at, 'timeout_at', s.wake_at) ORDER BY s.started_at, s.seq)
                 FROM stepwise.steps s
-               WHERE s.execution_id = e.id AND s.kind = 'event' AND NOT s.completed AND s.outcome IS NULL) END AS open_waits
-       FROM stepwise.executions e WHERE e.id = $1`,
-    [id],
-  );
-  const row = rows[0];
-  if (!row) return undefined;
+               WHERE s.execution_id = e.id AND s.kind = 'event' AND NOT s.completed AND s.outcome IS NULL) END AS open_waits`;
+
+function rowWithWaitsToExecution(row: RowWithWaits): ExecutionRecord {
   const execution = rowToExecution(row);
   execution.openWaits = (row.open_waits ?? []).map((w) => ({ eventName: w.event_name, since: new Date(w.since), timeoutAt: w.timeout_at === null ? null : new Date(w.timeout_at) }));
   return execution;
 }
 
-/** Reads several executions at once (the long-poll fan-out checks all its waiters in one query). */
+/** One execution, with the event waits it has open when it is waiting. */
+export async function getExecution(db: Db, id: string): Promise<ExecutionRecord | undefined> {
+  const rows = await preparedRows<RowWithWaits>(db, 'stepwise_get_execution_v2', `SELECT e.*, ${OPEN_WAITS} FROM stepwise.executions e WHERE e.id = $1`, [id]);
+  return rows[0] ? rowWithWaitsToExecution(rows[0]) : undefined;
+}
+
+/**
+ * Reads several executions at once, each as getExecution reads it (the long-poll and stream fan-out
+ * reads all the executions a notification names in one query).
+ */
 export async function getExecutions(db: Db, ids: readonly string[]): Promise<ExecutionRecord[]> {
   if (ids.length === 0) return [];
-  const rows = await queryRows<ExecutionRow>(db, 'SELECT * FROM stepwise.executions WHERE id = ANY(?::uuid[])', [ids]);
-  return rows.map(rowToExecution);
+  const rows = await queryRows<RowWithWaits>(db, `SELECT e.*, ${OPEN_WAITS} FROM stepwise.executions e WHERE e.id = ANY(?::uuid[])`, [ids]);
+  return rows.map(rowWithWaitsToExecution);
+}
+
+/** What the changes stream tells of an execution: its task and its status now. */
+export type ExecutionStatusRecord = Pick<ExecutionRecord, 'id' | 'task' | 'status'>;
+
+/** The task and status of several executions, in one query (the changes stream's read). */
+export async function getExecutionStatuses(db: Db, ids: readonly string[]): Promise<ExecutionStatusRecord[]> {
+  if (ids.length === 0) return [];
+  return queryRows<ExecutionStatusRecord>(db, 'SELECT id, task, status FROM stepwise.executions WHERE id = ANY(?::uuid[])', [ids]);
 }
 
 export interface ListFilter {

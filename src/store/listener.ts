@@ -31,6 +31,22 @@ export class NotificationListener extends EventEmitter {
     return this.connectedFlag;
   }
 
+  /**
+   * Runs `text` on this connection, for statements that must not wait for a pool connection (a
+   * worker's progress announcements); a failure rolls back what it left open. Rejects while the
+   * connection is down: what it would have sent is the caller's to drop.
+   */
+  async run(text: string): Promise<void> {
+    const client = this.client;
+    if (!client) throw new Error('the listen connection is down');
+    try {
+      await client.query(text);
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
+  }
+
   /** Connects; resolves after the first successful LISTEN, or rejects if the first try fails. */
   async start(): Promise<void> {
     await this.connect();

@@ -12,6 +12,7 @@ import * as m010 from './migrations/010-workers';
 import * as m011 from './migrations/011-operate';
 import * as m012 from './migrations/012-find-executions';
 import * as m013 from './migrations/013-idempotent-events';
+import * as m014 from './migrations/014-webhooks';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -33,6 +34,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['011-operate', m011],
   ['012-find-executions', m012],
   ['013-idempotent-events', m013],
+  ['014-webhooks', m014],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {

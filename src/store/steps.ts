@@ -117,6 +117,7 @@ export async function recordStepResults(db: Db, items: readonly StepResult[]): P
 /**
  * recordStepResults' statement: `counts` gives each lease's new steps (c.n), `conflict` the insert's
  * ON CONFLICT. `locked` takes the executions' rows in id order before the update does (see renewLeases).
+ * No NOTIFY here: the worker announces progress apart (see progressAnnouncement).
  */
 function recordStepsSql(counts: string, conflict: string): string {
   return `WITH input AS (

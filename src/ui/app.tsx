@@ -10,6 +10,7 @@ import { readToken, saveToken } from './session';
 import { TasksPage } from './tasks-page';
 import { isTimeZoneChoice, type TimeZoneChoice } from './time-zone';
 import { TokenDialog } from './token-dialog';
+import { WebhooksPage } from './webhooks-page';
 import { WorkersPage } from './workers-page';
 
 function useHash(): string {
@@ -66,7 +67,7 @@ export function App({ basePath }: { basePath: string }) {
     setToken(value);
     setAsking(false);
   };
-  const tab = route.page === 'tasks' || route.page === 'workers' ? route.page : 'executions';
+  const tab = route.page === 'tasks' || route.page === 'workers' || route.page === 'webhooks' ? route.page : 'executions';
   return (
     <ApiContext.Provider value={api}>
       <header class="topbar">
@@ -83,13 +84,16 @@ export function App({ basePath }: { basePath: string }) {
           <a href="#/workers" class={tab === 'workers' ? 'active' : ''}>
             Workers
           </a>
+          <a href="#/webhooks" class={tab === 'webhooks' ? 'active' : ''} data-testid="webhooks-link">
+            Webhooks
+          </a>
           <a href={`${basePath}/docs`} data-testid="docs-link">
             API reference
           </a>
         </nav>
         <div class="spacer" />
         <TimeZoneSwitch value={timeZone} onChange={chooseTimeZone} />
-        <label class="switch" title="Refresh lists and the open execution every 2 seconds">
+        <label class="switch" title="Follow changes as they happen: the open execution live, lists when their executions change status (and every 10 seconds)">
           <input type="checkbox" checked={autoRefresh} onChange={(e) => setAutoRefresh(e.currentTarget.checked)} data-testid="auto-refresh" /> Auto-refresh
         </label>
         {token && (
@@ -103,6 +107,7 @@ export function App({ basePath }: { basePath: string }) {
         {route.page === 'execution' && <ExecutionPage key={route.id} id={route.id} />}
         {route.page === 'tasks' && <TasksPage />}
         {route.page === 'workers' && <WorkersPage />}
+        {route.page === 'webhooks' && <WebhooksPage selectedId={route.id} />}
       </main>
       {asking && <TokenDialog rejected={token !== undefined} onSubmit={applyToken} onDismiss={() => setAsking(false)} />}
     </ApiContext.Provider>

@@ -11,11 +11,15 @@ import { routeHref, withFilter } from './routes';
 import { isTerminal } from './statuses';
 import { buildTimeline, describeWait, type TimelineEntry } from './timeline';
 import { usePolling } from './use-polling';
+import { useStream, useThrottledReload } from './use-stream';
 import { EventForm } from './event-form';
 import { ExecutionsTable } from './executions-table';
 
+/** While its child executions run: how often the page reads them again (their changes are not on its stream). */
 const REFRESH_MS = 2000;
 const TASKS_REFRESH_MS = 5000;
+/** The most often a burst of changes reloads the page (steps, attempts, children). */
+const RELOAD_MIN_MS = 500;
 
 function WaitInfo({ execution, steps, now }: { execution: Execution; steps: Step[]; now: number }) {
   const formatInstant = useFormatInstant();
@@ -149,24 +153,34 @@ function Fact({ label, children }: { label: string; children: ComponentChildren 
 
 export function ExecutionPage({ id }: { id: string }) {
   const { client, autoRefresh } = useApi();
-  const [terminal, setTerminal] = useState(false);
+  // The execution has ended; some of its children still run (a finished parent's may too).
+  const [finished, setFinished] = useState(false);
+  const [childrenRunning, setChildrenRunning] = useState(false);
+  const terminal = finished && !childrenRunning;
   const [delivered, setDelivered] = useState<string | undefined>(undefined);
   const polled = usePolling<{ execution: Execution; steps: Step[]; attempts: Attempt[]; children?: ExecutionList }>(
     async () => {
       const [execution, steps, attempts] = await Promise.all([client.get(id), client.listSteps(id), client.listAttempts(id)]);
       // Only an execution whose handler started children has any to list.
       const children = steps.some((s) => s.kind === 'child') ? await client.list({ parent_execution_id: id, order: 'asc', limit: CHILDREN_SHOWN }) : undefined;
-      // A finished parent's children may still run: keep refreshing while any does.
-      setTerminal(isTerminal(execution.status) && (children?.executions ?? []).every((c) => isTerminal(c.status)));
+      setFinished(isTerminal(execution.status));
+      setChildrenRunning((children?.executions ?? []).some((c) => !isTerminal(c.status)));
       return { execution, steps, attempts, children };
     },
     [client, id],
-    // A finished execution does not change any more: stop asking.
-    { intervalMs: REFRESH_MS, enabled: autoRefresh && !terminal },
+    // Polled only while children run; the execution's own changes come from its stream.
+    { intervalMs: REFRESH_MS, enabled: autoRefresh && childrenRunning },
   );
+  // While it may still move, its stream (GET /executions/{id}/stream, read with fetch: EventSource
+  // sends no Authorization header) reloads the page on every change, at most every RELOAD_MIN_MS. The
+  // stream ends after the terminal state; a retry from this page starts it again.
+  const reloadSoon = useThrottledReload(polled.reload, RELOAD_MIN_MS);
+  // Its first event is the state just loaded, as a rule: no need to load it again.
+  const onState = (e: Execution) => JSON.stringify(e) !== JSON.stringify(polled.data?.execution) && reloadSoon();
+  const live = useStream((signal) => client.watch(id, { signal }), onState, [client, id], autoRefresh && !finished);
   // Refreshed while the execution may still move: whether a worker serves its task can change.
   const tasks = usePolling<Task[]>(() => client.listTasks(), [client], { intervalMs: TASKS_REFRESH_MS, enabled: autoRefresh && !terminal });
-  useAuthPrompt(polled.error, tasks.error);
+  useAuthPrompt(polled.error, tasks.error, live.error);
   const now = Date.now();
   if (!polled.data) {
     return (

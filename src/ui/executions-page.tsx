@@ -1,6 +1,8 @@
 /**
  * The executions list: filter by status, task, tags, creation time or idempotency key, find one by id,
- * page through with offset/limit, act on every match at once; refreshes every 2 s.
+ * page through with offset/limit, act on every match at once. Reloads when an execution of the page's
+ * task changes status (one changes stream for the whole page, never one per row: browsers allow a
+ * handful of connections per host), and every 10 s for what no status change announces (new ones).
  */
 import type { ExecutionList, Task } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
@@ -11,8 +13,12 @@ import { ListFilters } from './list-filters';
 import { PAGE_SIZES, isFiltered, routeHref, toListQuery, withFilter, type ListFilter } from './routes';
 import { STATUSES } from './statuses';
 import { usePolling } from './use-polling';
+import { useStream, useThrottledReload } from './use-stream';
 
-const REFRESH_MS = 2000;
+/** For executions no change announces: new ones, scheduled ones becoming due. */
+const REFRESH_MS = 10_000;
+/** The most often a burst of changes reloads the page. */
+const RELOAD_MIN_MS = 500;
 
 function Pager({ list, filter }: { list: ExecutionList; filter: ListFilter }) {
   const { navigate } = useApi();
@@ -58,7 +64,10 @@ export function ExecutionsPage({ filter }: { filter: ListFilter }) {
     [client, routeHref({ page: 'executions', filter })],
     { intervalMs: REFRESH_MS, enabled: autoRefresh },
   );
-  useAuthPrompt(list.error, tasks.error);
+  const reloadSoon = useThrottledReload(list.reload, RELOAD_MIN_MS);
+  // Every change and every sync (a (re)connection, changes missed) reloads the page, throttled.
+  const changes = useStream((signal) => client.watchChanges({ task: filter.task, signal }), reloadSoon, [client, filter.task], autoRefresh);
+  useAuthPrompt(list.error, tasks.error, changes.error);
   const now = Date.now();
   const taskNames = [...new Set([...(tasks.data ?? []).map((t) => t.name), ...(filter.task ? [filter.task] : [])])].sort();
   return (

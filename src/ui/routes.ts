@@ -30,7 +30,9 @@ export type Route =
   | { page: 'executions'; filter: ListFilter }
   | { page: 'execution'; id: string }
   | { page: 'tasks' }
-  | { page: 'workers' };
+  | { page: 'workers' }
+  /** The webhooks, with the deliveries of the one whose id is given. */
+  | { page: 'webhooks'; id?: string };
 
 function isStatus(value: string | null): value is ExecutionStatus {
   return value !== null && (STATUSES as readonly string[]).includes(value);
@@ -71,6 +73,7 @@ export function parseRoute(hash: string): Route {
   if (parts[0] === 'executions' && parts[1]) return { page: 'execution', id: parts[1] };
   if (parts[0] === 'tasks') return { page: 'tasks' };
   if (parts[0] === 'workers') return { page: 'workers' };
+  if (parts[0] === 'webhooks') return parts[1] ? { page: 'webhooks', id: parts[1] } : { page: 'webhooks' };
   const status = params.get('status');
   return {
     page: 'executions',
@@ -97,6 +100,8 @@ export function routeHref(route: Route): string {
       return '#/tasks';
     case 'workers':
       return '#/workers';
+    case 'webhooks':
+      return route.id ? `#/webhooks/${encodeURIComponent(route.id)}` : '#/webhooks';
     case 'executions': {
       const params = new URLSearchParams();
       const f = route.filter;

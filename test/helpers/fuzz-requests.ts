@@ -174,26 +174,30 @@ export function fuzzRequests(ctx: FuzzContext): fc.Arbitrary<FuzzRequest> {
   return fc.oneof(...[...ctx.spec.operations.values()].map((op) => requestFor(op, ctx)));
 }
 
+/** Operations whose valid requests legitimately stay open: the long-poll and the event streams. */
+const LASTING = new Set(['waitForExecution', 'streamExecution', 'streamExecutionChanges']);
+
 /**
  * Sends one fuzz request (bodies as raw bytes, so malformed text arrives as it is). A valid long-poll
- * legitimately stays open, so it is abandoned after `patienceMs` and reported as undefined; any other
- * operation that does not answer within `hangMs` is a hang, and rejects (kept well above `patienceMs`:
- * on a loaded machine an ordinary request may take a few hundred milliseconds).
+ * or stream legitimately stays open, so it is abandoned after `patienceMs` and reported as undefined
+ * (a stream that ended by then is checked like any answer); any other operation that does not answer
+ * within `hangMs` is a hang, and rejects (kept well above `patienceMs`: on a loaded machine an ordinary
+ * request may take a few hundred milliseconds).
  */
 export async function sendFuzzRequest(baseUrl: string, req: FuzzRequest, patienceMs = 2000, hangMs = Math.max(patienceMs, 15000)): Promise<RecordedResponse | undefined> {
-  let response: Response;
+  const lasting = LASTING.has(req.operationId);
   try {
-    response = await fetch(`${baseUrl}${req.path}`, {
+    const response = await fetch(`${baseUrl}${req.path}`, {
       method: req.method,
       headers: req.headers,
       body: req.encoded ? new Blob([Buffer.from(req.encoded.bytes)]) : req.body === undefined ? undefined : new Blob([req.body]),
-      signal: AbortSignal.timeout(req.operationId === 'waitForExecution' ? patienceMs : hangMs),
+      signal: AbortSignal.timeout(lasting ? patienceMs : hangMs),
     });
+    return await recordResponse(req.method, req.path, response);
   } catch (err) {
-    if ((err as Error).name === 'TimeoutError' && req.operationId === 'waitForExecution') return undefined;
+    if ((err as Error).name === 'TimeoutError' && lasting) return undefined;
     throw err;
   }
-  return recordResponse(req.method, req.path, response);
 }
 
 /** Problems with the answer: any 5xx, a missing envelope on an error, or anything the spec does not list. */

@@ -269,6 +269,44 @@ describe('stepwise executions', () => {
     expect(JSON.parse(tj.stdout)).toMatchObject({ execution_id: asleep, status: 'waiting' });
   });
 
+  test('watch prints one line per change until the execution completes, and exits 0', async () => {
+    const { execution_id: id } = await api.client.schedule('op-approval');
+    await statusOf(id, 'waiting');
+    const streams = async () => Number(/^stepwise_http_streams_open\{stream="execution"\} (\d+)/m.exec((await api.call('GET', '/metrics')).text)?.[1] ?? 0);
+    const watching = stepwise(['executions', 'watch', id]);
+    await waitUntil(async () => (await streams()) === 1, 'the command to open its stream', 20000);
+    await api.client.sendEvent(id, 'decision', { approved: true });
+    const r = await watching;
+    expect(r).toMatchObject({ code: 0, stderr: '' });
+    const lines = r.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC {2}waiting {4}0 steps completed {2}waiting for event "decision" \(times out .* UTC\)$/);
+    expect(lines[lines.length - 1]).toMatch(/ UTC {2}completed {2}1 step completed {2}output \{"approved":true\}$/);
+    expect(lines.length).toBeGreaterThanOrEqual(2);
+  });
+
+  test('watch exits 4 when the execution failed and 5 when it was cancelled; --json prints one document per line', async () => {
+    const { execution_id: failed } = await api.client.schedule('op-doomed');
+    const { execution_id: cancelled } = await api.client.schedule('op-sleepy');
+    await statusOf(failed, 'failed');
+    await api.client.cancel(cancelled);
+    const [f, c, fj] = await Promise.all([
+      stepwise(['executions', 'watch', failed]),
+      stepwise(['executions', 'watch', cancelled]),
+      stepwise(['executions', 'watch', failed, '--json']),
+    ]);
+    expect(f.code).toBe(4);
+    expect(f.stderr).toBe(`stepwise: execution ${failed} failed: NonRetryableError: the order was declined\n`);
+    expect(f.stdout).toMatch(/ UTC {2}failed {5}0 steps completed {2}NonRetryableError: the order was declined\n$/);
+    expect(c.code).toBe(5);
+    expect(c.stderr).toBe(`stepwise: execution ${cancelled} was cancelled\n`);
+    expect(fj.code).toBe(4);
+    const docs = fj.stdout.trimEnd().split('\n').map((line) => JSON.parse(line));
+    expect(docs).toEqual([await api.client.get(failed)]);
+    const missing = await stepwise(['executions', 'watch', '0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/^stepwise: 404 execution_not_found: /);
+  });
+
   test('cancel cancels a waiting execution; cancelling a completed one is one 409 line and exit 1', async () => {
     const { execution_id: asleep } = await api.client.schedule('op-sleepy');
     await statusOf(asleep, 'waiting');
@@ -530,6 +568,25 @@ describe('stepwise events send', () => {
     expect(empty.code).toBe(1);
     expect(empty.stderr).toMatch(/^stepwise: 422 invalid_data: .*must be object/);
     await api.client.cancel(other);
+  });
+
+  test('--idempotency-key makes a retry safe: the same key again, after the execution moved on, exits 0 with the same output', async () => {
+    const { execution_id: id } = await api.client.schedule('op-approval');
+    await statusOf(id, 'waiting');
+    const args = ['events', 'send', id, 'decision', '{"approved":true}', '--idempotency-key', `approval-${id}`];
+    const first = await stepwise(args);
+    expect(first).toMatchObject({ code: 0, stderr: '' });
+    expect(first.stdout).toMatch(new RegExp(`^delivered event "decision" to execution ${id} \\(now \\w+\\)\\n$`));
+    await statusOf(id, 'completed');
+
+    // The answer of the first delivery, unchanged, although the execution no longer waits.
+    const repeat = await stepwise(args);
+    expect(repeat).toEqual(first);
+    // Without the key, the same delivery is judged as usual.
+    const keyless = await stepwise(args.slice(0, 5));
+    expect(keyless.code).toBe(1);
+    expect(keyless.stderr).toMatch(/^stepwise: 409 not_waiting_for_event: /);
+    expect((await api.client.get(id)).output).toEqual({ approved: true });
   });
 });
 

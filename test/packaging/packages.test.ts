@@ -215,7 +215,7 @@ describe('the npm packages', () => {
         'LICENSE',
         'README.md',
         'package.json',
-        ...['esm', 'cjs'].flatMap((d) => ['errors.d.ts', 'index.d.ts', 'index.js', 'openapi.d.ts', 'package.json'].map((f) => `dist/${d}/${f}`)),
+        ...['esm', 'cjs'].flatMap((d) => ['errors.d.ts', 'event-stream.d.ts', 'index.d.ts', 'index.js', 'openapi.d.ts', 'package.json', 'watch.d.ts'].map((f) => `dist/${d}/${f}`)),
       ].sort(),
     );
     const dir = path.join(app, 'node_modules', '@stepwise', 'client', 'dist');

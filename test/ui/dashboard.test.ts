@@ -4,7 +4,7 @@
  * Screenshots go to artifacts/screenshots/.
  */
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
@@ -14,10 +14,13 @@ import type { Worker } from '../../src/engine/worker';
 import { startTestApi, type TestApi } from '../helpers/api-server';
 import { registerTask } from '../helpers/simulated-worker';
 import { waitUntil } from '../helpers/wait-until';
-import { startWorker } from '../helpers/worker';
+import { WebhookDeliverer } from '../../src/webhooks/deliverer';
+import { WebhookReceiver } from '../helpers/webhook-receiver';
+import { quietLog, startWorker } from '../helpers/worker';
 
 const CHROMIUM = process.env.STEPWISE_CHROMIUM ?? '/usr/bin/chromium';
 const SCREENSHOTS = path.resolve(__dirname, '..', '..', 'artifacts', 'screenshots');
+const DOCS_IMAGES = path.resolve(__dirname, '..', '..', 'docs', 'images');
 const TOKEN = 'ui-test-token-5b1f';
 const BASE_PATH = '/sw';
 /** The browser's zone: not UTC, and with a half-hour offset and no daylight saving, so local times are unmistakable. */
@@ -111,6 +114,8 @@ const parentTask = defineTask({
 
 let t: TestApi;
 let worker: Worker;
+let deliverer: WebhookDeliverer;
+let receiver: WebhookReceiver;
 let context: BrowserContext;
 let page: Page;
 let profileDir: string;
@@ -154,8 +159,12 @@ beforeAll(async () => {
     );
   }
   mkdirSync(SCREENSHOTS, { recursive: true });
-  t = await startTestApi({ tokens: [TOKEN], basePath: BASE_PATH });
+  // The webhook receiver listens on loopback: a private target, which the operator must allow.
+  t = await startTestApi({ tokens: [TOKEN], basePath: BASE_PATH, webhooks: { allowPrivateTargets: true } });
   worker = await startWorker(t.t, [approval, cooldown, quick, doomed, newYear, gate, parentTask, flaky] as never);
+  receiver = await new WebhookReceiver().start();
+  deliverer = new WebhookDeliverer({ db: t.db, databaseUrl: t.t.url, log: quietLog, policy: { allowPrivate: true }, pollIntervalMs: 100, retryBaseMs: 100 });
+  await deliverer.start();
   const held = await t.client.schedule('ui-approval', { orderId: 'A-1001', hold: true });
   const sleeping = await t.client.schedule('ui-cooldown', { minutes: 30 });
   const q = await t.client.schedule('ui-quick');
@@ -194,6 +203,8 @@ afterAll(async () => {
   await context?.close();
   if (profileDir) rmSync(profileDir, { recursive: true, force: true });
   releaseReserve();
+  await deliverer?.stop();
+  await receiver?.close();
   await worker?.stop();
   await t?.close();
 });
@@ -681,5 +692,111 @@ describe('dashboard in headless Chromium', () => {
     await expect(after.inputValue()).resolves.toBe('2024-10-30T12:00');
     await expect(row.getAttribute('title')).resolves.toBe(shown(x.created_at, 'utc'));
     await expect(page.evaluate(() => localStorage.getItem('stepwise.timeZone'))).resolves.toBe('utc');
+  });
+
+  it('follows an open execution over its stream: a change made elsewhere shows without a reload or polling', async () => {
+    const { execution_id: id } = await t.client.schedule('ui-approval', { orderId: 'A-1003' });
+    await waitUntil(async () => (await t.client.get(id)).status === 'waiting', 'the execution to wait for its approval');
+    const streamed = page.waitForRequest((r) => r.url() === `${t.api.url}/api/v1/executions/${id}/stream`);
+    await page.goto(`${t.api.url}/ui#/executions/${id}`);
+    await page.locator('[data-testid="execution-detail"][data-status="waiting"]').waitFor();
+    const request = await streamed;
+    expect(await request.headerValue('authorization')).toBe(`Bearer ${TOKEN}`);
+    // Delivered by another client: only the stream can tell the page (it no longer polls the execution).
+    await t.client.sendEvent(id, 'approval', { approved: false });
+    await page.locator('[data-testid="execution-detail"][data-status="completed"]').waitFor({ timeout: 15_000 });
+    await expect(page.getByTestId('execution-output').textContent()).resolves.toContain('"approved": false');
+    await expect(page.getByTestId('timeline-entry').count()).resolves.toBe(3);
+  });
+});
+
+describe('the webhooks page in headless Chromium', () => {
+  it('adds a webhook from the form, shows its secret once, sends a test that arrives delivered, and removes it', async () => {
+    const origin = new URL(t.api.url).origin;
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin });
+    await page.goto(`${t.api.url}/ui#/webhooks`);
+    await page.getByTestId('webhooks-link').filter({ hasText: 'Webhooks' }).waitFor();
+    // None yet: the form is open, every event ticked.
+    const form = page.getByTestId('webhook-form');
+    await form.waitFor();
+    await expect(page.getByTestId('webhooks-table').textContent()).resolves.toContain('No webhook is subscribed yet.');
+    for (const event of ['completed', 'failed', 'cancelled', 'waiting']) await expect(page.getByTestId(`webhook-event-execution.${event}`).isChecked()).resolves.toBe(true);
+
+    // Checked in the browser first: nothing is sent.
+    const url = page.getByTestId('webhook-url');
+    await url.fill('hooks.example.com/stepwise');
+    await page.getByTestId('webhook-submit').click();
+    await page.getByTestId('webhook-url-problems').filter({ hasText: 'Not a URL' }).waitFor();
+    // The server refuses a metadata address: its 422 is shown as it came.
+    await url.fill('http://169.254.169.254/latest');
+    await page.getByTestId('webhook-submit').click();
+    const refused = page.getByTestId('webhook-form-error');
+    await refused.filter({ hasText: 'invalid_data (422)' }).waitFor();
+    await expect(refused.textContent()).resolves.toContain('body/url 169.254.169.254 is a cloud metadata address');
+    await expect(t.client.listWebhooks()).resolves.toEqual([]);
+
+    await url.fill(receiver.url('/ui'));
+    await page.getByTestId('webhook-event-execution.waiting').uncheck();
+    await page.getByTestId('webhook-tasks').fill('ui-quick, ui-doomed');
+    await page.getByTestId('webhook-submit').click();
+    const notice = page.getByTestId('webhook-secret-notice');
+    await notice.waitFor();
+    await expect(notice.textContent()).resolves.toContain('This secret is shown only once.');
+    const secret = await page.getByTestId('webhook-secret').inputValue();
+    expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]+={0,2}$/);
+    const id = (await notice.getAttribute('data-webhook-id')) as string;
+    receiver.setSecret('/ui', secret);
+    const [subscribed] = await t.client.listWebhooks();
+    expect(subscribed).toEqual({
+      webhook_id: id,
+      url: receiver.url('/ui'),
+      events: ['execution.completed', 'execution.failed', 'execution.cancelled'],
+      tasks: ['ui-quick', 'ui-doomed'],
+      created_at: expect.any(String),
+    });
+    await page.getByTestId('webhook-secret-copy').click();
+    await page.getByTestId('webhook-secret-copied').waitFor();
+    await expect(page.evaluate(() => navigator.clipboard.readText())).resolves.toBe(secret);
+    await screenshot('webhooks-secret');
+
+    // Once dismissed, the page cannot show it again: no answer holds it any more.
+    await page.getByTestId('webhook-secret-dismiss').click();
+    await expect(notice.count()).resolves.toBe(0);
+    await page.reload();
+    const row = page.locator(`tr[data-webhook-id="${id}"]`);
+    await row.waitFor();
+    await expect(page.content()).resolves.not.toContain(secret);
+    await expect(row.textContent()).resolves.toContain('ui-quick, ui-doomed');
+
+    // A test message, then an execution event: both arrive, signed, and show delivered.
+    await row.getByTestId('webhook-test').click();
+    await page.waitForURL((u) => u.hash === `#/webhooks/${id}`);
+    await row.getByTestId('webhook-test-queued').waitFor();
+    const deliveries = page.getByTestId('deliveries-table');
+    const tested = deliveries.locator('tr[data-event="webhook.test"][data-status="delivered"]');
+    await tested.waitFor({ timeout: 15_000 });
+    await expect(tested.getByTestId('delivery-attempts').textContent()).resolves.toBe('1');
+    await expect(tested.getByTestId('delivery-status-code').textContent()).resolves.toBe('200');
+    const { execution_id: executionId } = await t.client.schedule('ui-quick');
+    const completed = deliveries.locator('tr[data-event="execution.completed"][data-status="delivered"]');
+    await completed.waitFor({ timeout: 15_000 });
+    await expect(completed.locator('a.mono').textContent()).resolves.toBe(executionId);
+    expect(receiver.verifiedAt('/ui').map((r) => r.payload?.type)).toEqual(['webhook.test', 'execution.completed']);
+    await screenshot('webhooks');
+    const file = path.join(SCREENSHOTS, 'webhooks.png');
+    expect(statSync(file).size).toBeLessThan(200 * 1024);
+    copyFileSync(file, path.join(DOCS_IMAGES, 'webhooks.png'));
+
+    // Removing asks first; keeping it changes nothing.
+    await row.getByTestId('webhook-remove').click();
+    await row.getByTestId('webhook-remove-confirm').filter({ hasText: 'Remove it? Pending deliveries are dropped.' }).waitFor();
+    await row.getByRole('button', { name: 'Keep it' }).click();
+    await expect(row.getByTestId('webhook-remove-confirm').count()).resolves.toBe(0);
+    await row.getByTestId('webhook-remove').click();
+    await row.getByTestId('webhook-remove-yes').click();
+    await page.waitForURL((u) => u.hash === '#/webhooks');
+    await row.waitFor({ state: 'detached' });
+    await expect(deliveries.count()).resolves.toBe(0);
+    await expect(t.client.listWebhooks()).resolves.toEqual([]);
   });
 });

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
+import { CHANNEL_CHANGED, notifyIds } from '../channels';
 import { preparedRows, preparedRowsBeforeCommit, withConnection, type Db } from '../db';
 import type { ExecutionRecord, ExecutionRow } from '../rows';
 import { COMPLETE_CTES, completeExecutions, completionParams, type Completion } from './complete';
@@ -146,11 +147,12 @@ export function claimStatements(tasks: readonly string[]): ClaimStatements {
     statements = {
       claimName: `stepwise_claim_${suffix}`,
       claimSql: `WITH ${claimCtes(list, '$1', '$2', '$3', 'TRUE')}
-     SELECT ${CLAIM_COLUMNS} FROM claimed JOIN due USING (id)`,
+     SELECT ${CLAIM_COLUMNS}, (SELECT count(*) FROM claim_notified) AS _c FROM claimed JOIN due USING (id)`,
       completeName: `stepwise_complete_and_claim_${suffix}`,
       completeSql: `WITH ${COMPLETE_CTES},
      ${claimCtes(list, '$5', '$6', '$7', 'id <> ALL($1::uuid[])')}
-     SELECT c.*, CASE WHEN row_number() OVER () = 1 THEN d.completed_ids END AS completed_ids, (SELECT count(*) FROM notified) AS _n
+     SELECT c.*, CASE WHEN row_number() OVER () = 1 THEN d.completed_ids END AS completed_ids, (SELECT count(*) FROM notified) AS _n,
+            (SELECT count(*) FROM claim_notified) AS _c
        FROM (SELECT string_agg(id::text, ',') AS completed_ids FROM done) d
        LEFT JOIN (SELECT ${CLAIM_COLUMNS} FROM claimed JOIN due USING (id)) c ON true`,
     };
@@ -180,15 +182,17 @@ const toClaimed = (r: ClaimRow): ClaimedExecution => ({
 });
 
 /**
- * The CTEs `due` and `claimed` of a claim. `due` takes the oldest due rows of each task in turn, skipping
- * rows other claimers hold, and keeps the `limit` oldest of them: the rows of tasks this worker does not
- * serve are never read. Each task reads two ranges: pending and waiting rows from the claim's index, and
- * running rows whose lease expired (takeovers) from the running index (see migration 003); locking is
- * not allowed on a UNION itself, so each range locks inside its own subquery. Rows read beyond the kept
- * ones stay locked until this statement's commit and are then free again (only when several ranges have
- * work due at once). The outer UPDATE finds the rows by primary key (id = ANY), never by joining the
- * CTE, which the planner would turn into a scan of the whole table. SET expressions read the row's old
- * values. `exclude` is an extra condition on the due rows.
+ * The CTEs `due`, `claimed` and `claim_notified` of a claim. `due` takes the oldest due rows of each
+ * task in turn, skipping rows other claimers hold, and keeps the `limit` oldest of them: the rows of
+ * tasks this worker does not serve are never read. Each task reads two ranges: pending and waiting rows
+ * from the claim's index, and running rows whose lease expired (takeovers) from the running index (see
+ * migration 003); locking is not allowed on a UNION itself, so each range locks inside its own
+ * subquery. Rows read beyond the kept ones stay locked until this statement's commit and are then free
+ * again (only when several ranges have work due at once). The outer UPDATE finds the rows by primary
+ * key (id = ANY), never by joining the CTE, which the planner would turn into a scan of the whole
+ * table. SET expressions read the row's old values. `exclude` is an extra condition on the due rows.
+ * `claim_notified` tells API servers (streams, the changes stream) that the claimed executions run now:
+ * one NOTIFY per claim, not per execution.
  */
 function claimCtes(tasks: string, limit: string, leaseSecs: string, workerId: string, exclude: string): string {
   const range = (status: string) => `SELECT * FROM (
@@ -231,6 +235,9 @@ function claimCtes(tasks: string, limit: string, leaseSecs: string, workerId: st
                   (extract(epoch FROM e.started_at) * 1000)::float8 AS started_ms,
                   (extract(epoch FROM greatest(e.created_at, e.start_at)) * 1000)::float8 AS ready_ms,
                   (extract(epoch FROM coalesce(e.start_at, e.created_at)) * 1000)::float8 AS scheduled_ms
+     ),
+     claim_notified AS (
+       ${notifyIds(CHANNEL_CHANGED, 'claimed')}
      )`;
 }
 

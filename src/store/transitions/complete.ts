@@ -1,4 +1,4 @@
-import { CHANNEL_CHANGED } from '../channels';
+import { CHANNEL_CHANGED, notifyIds } from '../channels';
 import { preparedRows, type Db } from '../db';
 import type { Lease } from '../leases';
 import { toJsonb } from '../rows';
@@ -61,7 +61,7 @@ export const COMPLETE_CTES = `parents AS (
         RETURNING e.id
      ),
      notified AS (
-       SELECT pg_notify('${CHANNEL_CHANGED}', string_agg(id::text, ',')) FROM (SELECT id, (row_number() OVER ()) / 200 AS chunk FROM done) c GROUP BY chunk
+       ${notifyIds(CHANNEL_CHANGED, 'done')}
      )`;
 
 export const completionParams = (items: readonly Completion[]) => [

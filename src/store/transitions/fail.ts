@@ -39,8 +39,8 @@ export async function failExecution(
        SELECT id, attempt, worker_id, attempt_started_at, now(), ?, ?::jsonb FROM failed
        ON CONFLICT (execution_id, attempt) DO UPDATE SET ended_at = EXCLUDED.ended_at, outcome = EXCLUDED.outcome, error = EXCLUDED.error
      )
-     SELECT id, CASE WHEN ? THEN pg_notify('${CHANNEL_CHANGED}', id::text) END IS NULL AS _n FROM failed`,
-    [final, parentId, final, toJsonb(error), final, final, (retryDelayMs ?? 0) / 1000, lease.id, lease.token, final ? 'failed' : 'retrying', toJsonb(attemptError), final],
+     SELECT id, pg_notify('${CHANNEL_CHANGED}', id::text) IS NULL AS _n FROM failed`,
+    [final, parentId, final, toJsonb(error), final, final, (retryDelayMs ?? 0) / 1000, lease.id, lease.token, final ? 'failed' : 'retrying', toJsonb(attemptError)],
   );
   return rows.length > 0;
 }

@@ -1,3 +1,4 @@
+import { CHANNEL_CHANGED } from '../channels';
 import { withReadCommitted, type Db } from '../db';
 import type { Lease } from '../leases';
 import type { StepKind } from '../rows';
@@ -24,7 +25,7 @@ export interface Wait {
  * the new sleeps and event waits (a replay's keep their first deadline: ON CONFLICT leaves the row),
  * and turns the execution waiting with its lease released, due at the earliest deadline among them
  * (or `deadline`, the task's timeout, if sooner), or at once when one of them has already finished: a
- * child that finished while the handler ran. Returns when it is due, or undefined when the lease was
+ * child that finished while the handler ran. API servers hear of the new status (CHANNEL_CHANGED). Returns when it is due, or undefined when the lease was
  * lost.
  *
  * Two statements in one READ COMMITTED transaction: the first locks the execution's row (fenced by
@@ -58,7 +59,7 @@ export async function suspendExecution(db: Db, lease: Lease, waits: readonly Wai
           WHERE id = $1
          RETURNING due_at
        )
-       SELECT due_at FROM ex`,
+       SELECT due_at, pg_notify('${CHANNEL_CHANGED}', $1::text) IS NULL AS _n FROM ex`,
       [
         lease.id,
         fresh.map((w) => w.seq),
