@@ -200,17 +200,18 @@ describe('store: executions', () => {
     test('the filters by tag, key and creation range read through their indexes, running executions apart', async () => {
       const after = new Date('2020-01-01T00:00:00Z');
       const before = new Date('2030-01-01T00:00:00Z');
-      const cases: Array<{ filter: Partial<ListFilter>; indexes: string[] }> = [
+      const cases: Array<{ filter: Partial<ListFilter>; indexes: string[]; oneOf?: string[] }> = [
         { filter: { tags: ['eu'] }, indexes: ['executions_tags_idx', 'executions_running_idx'] },
         // With a status the planner may as well read the status index at this scale: no table scan is all.
         { filter: { tags: ['eu', 'vip'], status: 'failed' }, indexes: [] },
         { filter: { idempotencyKey: 'order-1' }, indexes: ['executions_idempotency_key_idx'] },
-        { filter: { idempotencyKey: 'order-1', status: 'running' }, indexes: ['executions_running_idx'] },
+        // Both indexes are selective here; PostgreSQL 15 and 18 pick differently, either is fine.
+        { filter: { idempotencyKey: 'order-1', status: 'running' }, indexes: [], oneOf: ['executions_running_idx', 'executions_idempotency_key_idx'] },
         { filter: { createdAfter: after, createdBefore: before }, indexes: ['executions_created_idx', 'executions_running_idx'] },
         { filter: { task: 'mix-a', createdAfter: after }, indexes: ['executions_task_created_idx', 'executions_running_idx'] },
         { filter: { status: 'completed', createdBefore: before }, indexes: ['executions_status_created_idx'] },
       ];
-      for (const { filter, indexes } of cases) {
+      for (const { filter, indexes, oneOf } of cases) {
         const { sql, bindings } = listStatement({ ...filter, limit: 20, offset: 0, order: 'desc' });
         const plan = await t.db.transaction(async (trx) => {
           await trx.raw('SET LOCAL enable_seqscan = off');
@@ -219,6 +220,7 @@ describe('store: executions', () => {
         });
         const used = indexes.filter((name) => plan.includes(`"${name}"`));
         expect({ filter, used, seqScan: plan.includes('Seq Scan') }).toEqual({ filter, used: indexes, seqScan: false });
+        if (oneOf) expect({ filter, usedOne: oneOf.some((name) => plan.includes(`"${name}"`)) }).toEqual({ filter, usedOne: true });
       }
     });
 
