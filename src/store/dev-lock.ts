@@ -70,15 +70,21 @@ export function processStartTime(pid: number): string | undefined {
 
 const bootId = () => readProc('/proc/sys/kernel/random/boot_id')?.trim();
 
+/** True when a process with this pid exists (EPERM: it does, another user's). */
+export function isPidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 /** True when the process that took the lock still runs. */
 export function isOwnerAlive(owner: DevLockOwner): boolean {
   const boot = bootId();
   if (owner.boot && boot && owner.boot !== boot) return false;
-  try {
-    process.kill(owner.pid, 0);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
-  }
+  if (!isPidAlive(owner.pid)) return false;
   const start = processStartTime(owner.pid);
   return !(owner.start && start && owner.start !== start);
 }

@@ -22,6 +22,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { isPidAlive } from './dev-lock';
 
 /**
  * Embedded PostgreSQL for development and tests (production points DATABASE_URL elsewhere): the
@@ -293,15 +294,6 @@ async function initialise(native: string, dataDir: string, user: ServerUser | un
   }
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** The realpath of a folder, or the path itself. */
 function real(p: string): string {
   try {
@@ -346,13 +338,13 @@ async function settlePostmaster(dataDir: string, takeOver: boolean, log: (line: 
   const lines = readFileSync(pidFile, 'utf8').split('\n');
   const pid = Number.parseInt(lines[0] ?? '', 10);
   const port = Number.parseInt(lines[3] ?? '', 10) || undefined;
-  if (Number.isInteger(pid) && pid > 0 && isAlive(pid) && (await isPostmasterOf(pid, dataDir, port))) {
+  if (Number.isInteger(pid) && pid > 0 && isPidAlive(pid) && (await isPostmasterOf(pid, dataDir, port))) {
     if (!takeOver) throw new EmbeddedPostgresError(`PostgreSQL (pid ${pid}) is already running on ${dataDir}`);
     log(`stopping PostgreSQL (pid ${pid}) left running on ${dataDir} by a process that is gone`);
     process.kill(pid, 'SIGINT');
     const deadline = Date.now() + 15000;
-    while (isAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-    if (isAlive(pid)) throw new EmbeddedPostgresError(`PostgreSQL (pid ${pid}) left running on ${dataDir} did not stop: stop it, then start again`);
+    while (isPidAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    if (isPidAlive(pid)) throw new EmbeddedPostgresError(`PostgreSQL (pid ${pid}) left running on ${dataDir} did not stop: stop it, then start again`);
   }
   rmSync(pidFile, { force: true });
 }

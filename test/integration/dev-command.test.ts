@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { waitUntil } from '../helpers/wait-until';
+import { isPidAlive } from '../../src/store/dev-lock';
 
 jest.setTimeout(180000);
 
@@ -69,15 +70,6 @@ async function query<T extends object>(url: string, sql: string): Promise<T[]> {
   }
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 const postmasterPid = (cwd: string) => Number(readFileSync(path.join(cwd, '.stepwise', 'pgdata', 'postmaster.pid'), 'utf8').split('\n')[0]);
 
 let cwd: string;
@@ -96,9 +88,9 @@ afterEach(async () => {
   const pidFile = path.join(cwd, '.stepwise', 'pgdata', 'postmaster.pid');
   if (existsSync(pidFile)) {
     const pid = postmasterPid(cwd);
-    if (pid > 0 && isAlive(pid)) {
+    if (pid > 0 && isPidAlive(pid)) {
       process.kill(pid, 'SIGQUIT');
-      await waitUntil(() => !isAlive(pid), 'the left-over server to stop', 15000);
+      await waitUntil(() => !isPidAlive(pid), 'the left-over server to stop', 15000);
     }
   }
   rmSync(cwd, { recursive: true, force: true });
@@ -140,7 +132,7 @@ describe('stepwise dev', () => {
 
     // The first one's PostgreSQL was not touched, and the first one still serves and runs executions.
     expect(postmasterPid(cwd)).toBe(serverPid);
-    expect(isAlive(serverPid)).toBe(true);
+    expect(isPidAlive(serverPid)).toBe(true);
     const scheduled = await fetch(`${url}/api/v1/executions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -154,7 +146,7 @@ describe('stepwise dev', () => {
 
     first.child.kill('SIGTERM');
     expect(await first.exited).toBe(0);
-    expect(isAlive(serverPid)).toBe(false);
+    expect(isPidAlive(serverPid)).toBe(false);
   });
 
   test('after a dev was killed (SIGKILL), the next one recovers the folder: stale lock, left-over server', async () => {
@@ -163,12 +155,12 @@ describe('stepwise dev', () => {
     const leftOver = postmasterPid(cwd);
     killed.child.kill('SIGKILL');
     await killed.exited;
-    expect(isAlive(leftOver)).toBe(true); // its own process group: SIGKILL of dev leaves it running
+    expect(isPidAlive(leftOver)).toBe(true); // its own process group: SIGKILL of dev leaves it running
     expect(existsSync(path.join(cwd, '.stepwise', 'dev.lock'))).toBe(true);
 
     const next = startDev(cwd);
     const { databaseUrl } = await ready(next);
-    expect(isAlive(leftOver)).toBe(false);
+    expect(isPidAlive(leftOver)).toBe(false);
     expect(postmasterPid(cwd)).not.toBe(leftOver);
     expect(await query(databaseUrl, 'SELECT 1 AS one')).toEqual([{ one: 1 }]);
     next.child.kill('SIGTERM');
