@@ -146,6 +146,9 @@ test('watchChanges yields sync, then the status changes of the task it follows',
   await watched.until(1);
   expect(watched.seen[0]).toEqual({ type: 'sync' });
   const lease = await claimExecution(api.db, e.task, e.id);
+  // Each event carries the status read when the server heard of the change: complete only once the
+  // claim's has been read, or both may read `completed`.
+  await waitUntil(() => watched.seen.some((x) => x.type === 'changed'), 'the claim to be seen');
   await completeAs(api.db, lease, null);
   await waitUntil(() => watched.seen.filter((x) => x.type === 'changed').length >= 2, 'two changes');
   expect(watched.seen.flatMap((x) => (x.type === 'changed' ? [x.change.status] : []))).toEqual(['running', 'completed']);
