@@ -4,3 +4,4 @@ export { onboardingDrip } from './onboarding-drip';
 export { flakyApi } from './flaky-api';
 export { weekdayDigest } from './weekday-digest';
 export { photoBatch, resizePhoto } from './photo-batch';
+export { reindexUser, syncTenant } from './flow-control';

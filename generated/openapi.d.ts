@@ -692,11 +692,25 @@ export interface components {
              *     ]
              */
             tags?: components["schemas"]["Tag"][];
+            priority?: components["schemas"]["Priority"];
         };
+        /**
+         * @description Claims take due executions of higher priority first, then in due order. Between the keys of a
+         *     keyed concurrency or rate limit, claims take turns: priority orders the executions of a key.
+         * @default 0
+         * @example 10
+         */
+        Priority: number;
         /** @description Cancel takes no options; only an empty object is accepted. */
         CancelExecutionRequest: Record<string, never>;
-        /** @description The execution that was created (201) or that the idempotency key found (200). */
+        /** @description The execution that was created (201), or that the idempotency key or a debounce found (200). */
         ScheduledExecution: {
+            /**
+             * @description Only for a task with `debounce`: true when this schedule replaced the data of the task's
+             *     execution still pending for the same debounce key and pushed its start (200), false when it
+             *     made a new one (201).
+             */
+            debounced?: boolean;
             execution_id: components["schemas"]["ExecutionId"];
             task: components["schemas"]["TaskName"];
             status: components["schemas"]["ExecutionStatus"];
@@ -723,6 +737,10 @@ export interface components {
             execution_id: components["schemas"]["ExecutionId"];
             task: components["schemas"]["TaskName"];
             status: components["schemas"]["ExecutionStatus"];
+            /** @description The priority it was scheduled with (0 by default); higher is claimed first. */
+            priority: number;
+            /** @description The value of its task's concurrency key (`concurrency.key`, a JSON Pointer into `data`) that its concurrency limit counts it under, `''` when `data` has none there; null when the task's limit has no key. */
+            concurrency_key: string | null;
             /** @description The input the execution was scheduled with (any JSON value). */
             data: unknown;
             /** @description Finished steps, sleeps and event waits. */
@@ -762,6 +780,8 @@ export interface components {
             execution_id: components["schemas"]["ExecutionId"];
             task: components["schemas"]["TaskName"];
             status: components["schemas"]["ExecutionStatus"];
+            /** @description The priority it was scheduled with (0 by default). */
+            priority: number;
             created_at: components["schemas"]["Timestamp"];
             started_at: components["schemas"]["NullableTimestamp"];
             completed_at: components["schemas"]["NullableTimestamp"];
@@ -964,12 +984,61 @@ export interface components {
             };
             /** @description The schedule on which the workers also start executions of the task (its definition's `cron`), or null. */
             cron: components["schemas"]["TaskCron"] | null;
-            /** @description At most this many executions of the task run at once over all workers (its definition's `concurrency.limit`); the others stay `pending` until one finishes, sleeps or waits for an event. Null for no limit. */
+            /** @description At most this many executions of the task run at once over all workers (its definition's `concurrency.limit`), per value of `concurrency.key` when it has one; the others stay `pending` until one finishes, sleeps or waits for an event. Null for no limit. */
             concurrency_limit: number | null;
+            /** @description The task's concurrency limit (its definition's `concurrency`), or null. */
+            concurrency: components["schemas"]["TaskConcurrency"] | null;
+            /** @description The task's rate limit (its definition's `rateLimit`), or null. */
+            rate_limit: components["schemas"]["TaskRateLimit"] | null;
+            /** @description The task's debounce (its definition's `debounce`), or null. */
+            debounce: components["schemas"]["TaskDebounce"] | null;
+            /**
+             * @description For a task with a keyed concurrency or rate limit, the key values with the most executions
+             *     running or waiting to run (at most 20, most waiting first): what each runs, what waits, and
+             *     the starts its rate-limit window holds. Empty for a task without a keyed limit.
+             */
+            keys: components["schemas"]["TaskKey"][];
             updated_at: components["schemas"]["Timestamp"];
             /** @description The live workers (`active`, neither `stopping` nor `lost`; see `GET /api/v1/workers`) that serve the task. With 0, its pending executions stay pending until a worker that serves it starts. */
             workers: number;
             counts: components["schemas"]["TaskCounts"];
+        };
+        /** @description At most `limit` executions run at once over all workers, per value of `key` when given. */
+        TaskConcurrency: {
+            /** @description The most that run at once (per key value). */
+            limit: number;
+            /**
+             * @description A JSON Pointer into `data` whose value each limit counts by, or null for one limit over the task.
+             * @example /tenantId
+             */
+            key: string | null;
+        };
+        /** @description At most `limit` starts (first attempts, retries, takeovers) in any window of `period_ms` over all workers, per value of `key` when given. */
+        TaskRateLimit: {
+            /** @description The most starts per window (per key value). */
+            limit: number;
+            /** @description The window, in milliseconds. */
+            period_ms: number;
+            /** @description A JSON Pointer into `data` whose value each limit counts by, or null for one limit over the task. */
+            key: string | null;
+        };
+        /** @description A schedule within `period_ms` of the previous one (with the same `key` value) replaces the pending execution's data and pushes its start. */
+        TaskDebounce: {
+            /** @description How long after the last schedule the execution starts, in milliseconds. */
+            period_ms: number;
+            /** @description A JSON Pointer into `data`; schedules with different values there debounce apart. Null for one debounce over the task. */
+            key: string | null;
+        };
+        /** @description One value of a task's flow-control key. */
+        TaskKey: {
+            /** @description The value at the key's pointer in the executions' `data` (`''` for data without one). */
+            key: string;
+            /** @description Executions with this key running now (live leases). */
+            running: number;
+            /** @description Executions with this key due to run but not claimed yet (pending or resumable, held back by a limit or waiting for a worker). */
+            waiting: number;
+            /** @description Starts within the current rate-limit window for this key, or null when the task has no rate limit keyed the same way. */
+            started_in_window: number | null;
         };
         /**
          * @description A task's cron schedule. At each fire time the workers serving the task start one execution of
@@ -1645,7 +1714,8 @@ export interface operations {
                      *           "tags": [
                      *             "eu",
                      *             "vip"
-                     *           ]
+                     *           ],
+                     *           "priority": 0
                      *         }
                      *       ],
                      *       "total": 1,
@@ -1872,7 +1942,9 @@ export interface operations {
                      *       "tags": [
                      *         "eu",
                      *         "vip"
-                     *       ]
+                     *       ],
+                     *       "priority": 0,
+                     *       "concurrency_key": null
                      *     }
                      */
                     "application/json": components["schemas"]["Execution"];
@@ -1936,7 +2008,9 @@ export interface operations {
                      *       },
                      *       "parent_execution_id": null,
                      *       "idempotency_key": null,
-                     *       "tags": []
+                     *       "tags": [],
+                     *       "priority": 0,
+                     *       "concurrency_key": null
                      *     }
                      */
                     "application/json": components["schemas"]["Execution"];
@@ -2507,7 +2581,31 @@ export interface operations {
                      *             }
                      *           },
                      *           "cron": null,
-                     *           "concurrency_limit": null,
+                     *           "concurrency_limit": 5,
+                     *           "concurrency": {
+                     *             "limit": 5,
+                     *             "key": "/tenantId"
+                     *           },
+                     *           "rate_limit": {
+                     *             "limit": 100,
+                     *             "period_ms": 60000,
+                     *             "key": "/tenantId"
+                     *           },
+                     *           "debounce": null,
+                     *           "keys": [
+                     *             {
+                     *               "key": "acme",
+                     *               "running": 5,
+                     *               "waiting": 42,
+                     *               "started_in_window": 61
+                     *             },
+                     *             {
+                     *               "key": "globex",
+                     *               "running": 1,
+                     *               "waiting": 0,
+                     *               "started_in_window": 3
+                     *             }
+                     *           ],
                      *           "paused": false,
                      *           "updated_at": "2024-10-30T11:59:00.000Z",
                      *           "workers": 2,
@@ -2530,6 +2628,13 @@ export interface operations {
                      *             "next_at": "2024-10-31T02:00:00.000Z"
                      *           },
                      *           "concurrency_limit": 1,
+                     *           "concurrency": {
+                     *             "limit": 1,
+                     *             "key": null
+                     *           },
+                     *           "rate_limit": null,
+                     *           "debounce": null,
+                     *           "keys": [],
                      *           "paused": false,
                      *           "updated_at": "2024-10-30T11:59:00.000Z",
                      *           "workers": 0,

@@ -34,6 +34,12 @@ export function observeWorker(registry: Registry): WorkerObserver {
   const takeovers = new Counter({ name: 'stepwise_lease_takeovers_total', help: 'Executions claimed after another worker lost its lease', registers: [registry] });
   const retries = new Counter({ name: 'stepwise_retries_total', help: 'Failed attempts scheduled for a retry, by task', labelNames: ['task'], registers: [registry] });
   const outcomes = new Counter({ name: 'stepwise_execution_runs_total', help: 'Handler runs by task and outcome', labelNames: ['task', 'outcome'], registers: [registry] });
+  const throttled = new Counter({
+    name: 'stepwise_claims_throttled_total',
+    help: 'Claims that left due executions behind although the worker had room, by task and the limit (concurrency, rate) that held them',
+    labelNames: ['task', 'limit'],
+    registers: [registry],
+  });
   const dbErrors = new Counter({ name: 'stepwise_database_errors_total', help: 'Database errors seen by the worker loop', labelNames: ['component'], registers: [registry] });
   const detached = new Gauge({
     name: 'stepwise_detached_handlers',
@@ -48,6 +54,9 @@ export function observeWorker(registry: Registry): WorkerObserver {
           scheduleToStart.observe({ task: c.execution.task }, Math.max(0, c.claimedAt.getTime() - c.readyAt.getTime()) / 1000);
         }
       }
+    },
+    throttled(task, limit) {
+      throttled.inc({ task, limit });
     },
     finished(task, outcome, durationMs) {
       executionDuration.observe({ task, outcome }, durationMs / 1000);

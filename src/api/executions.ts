@@ -2,7 +2,8 @@ import type Router from '@koa/router';
 import { parseInstant } from '../domain/instant';
 import { reservedKeyPrefix } from '../domain/keys';
 import { ExecutionAlreadyExistsError, ExecutionNotCancellableError, ExecutionNotFoundError, InvalidDataError } from '../errors';
-import { getExecution, listExecutions } from '../store/executions';
+import { preparedRows } from '../store/db';
+import { getExecution, insertDebounced, listExecutions } from '../store/executions';
 import { cancelExecution } from '../store/transitions/cancel';
 import { loadSteps } from '../store/steps';
 import type { ApiDeps } from './deps';
@@ -39,10 +40,12 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
     }
     const task = await taskSchemas.getTask(body.task);
     const data = toValidData(task, body.data);
-    const result = await inserts.submit({ task: body.task, data, idempotencyKey: body.idempotency_key, startAt, tags: body.tags });
-    if (result.created) return { status: 201, body: toScheduledExecution(result.execution) };
+    const item = { task: body.task, data, idempotencyKey: body.idempotency_key, startAt, tags: body.tags, priority: body.priority };
+    // A debounced schedule may update the pending execution: a statement of its own, never batched.
+    const result = (task.debounced ? await insertDebounced((name, text, values) => preparedRows(db, name, text, values), item) : undefined) ?? (await inserts.submit(item));
+    if (result.created) return { status: 201, body: toScheduledExecution(result.execution, result.debounced) };
     if (result.execution.task !== body.task) throw new ExecutionAlreadyExistsError(body.idempotency_key ?? '', result.execution.task);
-    return { status: 200, body: toScheduledExecution(result.execution) };
+    return { status: 200, body: toScheduledExecution(result.execution, result.debounced) };
   });
 
   addOperation(router, deps.routes, 'getExecution', async ({ params }) => {

@@ -4,7 +4,7 @@ import { EXECUTION_STATUSES, type ExecutionStatus } from '../domain/status';
 import type { ScheduledRecord } from '../store/executions';
 import type { AttemptRecord } from '../store/attempts';
 import type { ExecutionRecord, StepRecord } from '../store/rows';
-import type { TaskCron, TaskRecord } from '../store/tasks';
+import type { KeyCount, TaskCron, TaskRecord } from '../store/tasks';
 import type { WorkerRecord } from '../store/workers';
 
 type Schemas = components['schemas'];
@@ -21,6 +21,8 @@ export function toExecution(e: ExecutionRecord): Schemas['Execution'] {
     execution_id: e.id,
     task: e.task,
     status: e.status,
+    priority: e.priority,
+    concurrency_key: e.concurrencyKey,
     data: e.data ?? null,
     steps_completed: e.stepsCompleted,
     current_step: e.currentStep,
@@ -40,8 +42,9 @@ export function toExecution(e: ExecutionRecord): Schemas['Execution'] {
 }
 
 /** The short form the schedule endpoint answers with. */
-export function toScheduledExecution(e: ScheduledRecord): Schemas['ScheduledExecution'] {
-  return { execution_id: e.id, task: e.task, status: e.status, created_at: e.createdAt.toISOString() };
+export function toScheduledExecution(e: ScheduledRecord, debounced?: boolean): Schemas['ScheduledExecution'] {
+  const body = { execution_id: e.id, task: e.task, status: e.status, created_at: e.createdAt.toISOString() };
+  return debounced === undefined ? body : { ...body, debounced };
 }
 
 /** A list item. */
@@ -50,6 +53,7 @@ export function toExecutionSummary(e: ExecutionRecord): Schemas['ExecutionSummar
     execution_id: e.id,
     task: e.task,
     status: e.status,
+    priority: e.priority,
     created_at: e.createdAt.toISOString(),
     started_at: isoOrNull(e.startedAt),
     completed_at: isoOrNull(e.completedAt),
@@ -85,7 +89,8 @@ function nextFireOrNull(cron: TaskCron, now: Date): Date | null {
  * A registered task with its executions counted by status (every status present, zero when none) and
  * the live workers that serve it.
  */
-export function toTask(t: TaskRecord, counts: ReadonlyMap<string, number>, workers: number, now = new Date()): Schemas['Task'] {
+export function toTask(t: TaskRecord, counts: ReadonlyMap<string, number>, workers: number, keys: readonly KeyCount[] = [], now = new Date()): Schemas['Task'] {
+  const { concurrency, rateLimit, debounce } = t.flow;
   const byStatus = Object.fromEntries(EXECUTION_STATUSES.map((s: ExecutionStatus) => [s, counts.get(s) ?? 0])) as Schemas['TaskCounts'];
   return {
     name: t.name,
@@ -93,6 +98,10 @@ export function toTask(t: TaskRecord, counts: ReadonlyMap<string, number>, worke
     event_schemas: t.eventSchemas ?? {},
     cron: t.cron === null ? null : { pattern: t.cron.pattern, timezone: t.cron.timezone, next_at: isoOrNull(nextFireOrNull(t.cron, now)) },
     concurrency_limit: t.concurrencyLimit,
+    concurrency: concurrency === null ? null : { limit: concurrency.limit, key: concurrency.key?.pointer ?? null },
+    rate_limit: rateLimit === null ? null : { limit: rateLimit.limit, period_ms: rateLimit.periodMs, key: rateLimit.key?.pointer ?? null },
+    debounce: debounce === null ? null : { period_ms: debounce.periodMs, key: debounce.key?.pointer ?? null },
+    keys: keys.map((k) => ({ key: k.key, running: k.running, waiting: k.waiting, started_in_window: k.startedInWindow })),
     paused: t.paused,
     updated_at: t.updatedAt.toISOString(),
     workers,

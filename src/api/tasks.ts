@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import { TaskNotFoundError } from '../errors';
-import { countActiveExecutions, listTasks, setTaskPaused } from '../store/tasks';
+import { countActiveExecutions, countKeys, listTasks, setTaskPaused } from '../store/tasks';
 import { countLiveWorkersByTask } from '../store/workers';
 import type { ApiDeps } from './deps';
 import { operatorMetrics } from './metrics';
@@ -18,7 +18,8 @@ export function addTaskRoutes(router: Router<ApiState>, deps: ApiDeps): void {
       if (!byTask.has(c.task)) byTask.set(c.task, new Map());
       byTask.get(c.task)?.set(c.status, c.count);
     }
-    return { status: 200, body: { items: tasks.map((t) => toTask(t, byTask.get(t.name) ?? new Map(), workers.get(t.name) ?? 0)) } };
+    const keys = await Promise.all(tasks.map((t) => countKeys(deps.db, t)));
+    return { status: 200, body: { items: tasks.map((t, i) => toTask(t, byTask.get(t.name) ?? new Map(), workers.get(t.name) ?? 0, keys[i])) } };
   });
 
   const metrics = operatorMetrics(deps.registry);

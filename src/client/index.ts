@@ -57,6 +57,8 @@ export interface ScheduleOptions {
   startAt?: Date | string;
   /** Up to 20 distinct labels of 1-64 characters, to find the execution by with `list({ tag })`. */
   tags?: string[];
+  /** Claimed before due executions of lower priority (-1,000,000 to 1,000,000, default 0). */
+  priority?: number;
 }
 
 export interface WaitOptions {
@@ -107,13 +109,16 @@ export function createStepwiseClient(options: StepwiseClientOptions) {
      * Schedules an execution of `task` with `data` (a JSON object, `{}` when omitted); with an
      * idempotency key, a repeat returns the same execution.
      * With `startAt`, it stays pending until then (a Date, or an ISO 8601 string with a time zone).
-     * With `tags`, `list({ tag: [...] })` finds it.
+     * With `tags`, `list({ tag: [...] })` finds it. With `priority`, it is claimed before due
+     * executions of lower priority. For a debounced task, `debounced` says whether this schedule
+     * updated the execution still pending (200) rather than making one (201).
      */
     async schedule(task: string, data: Record<string, unknown> = {}, opts: ScheduleOptions = {}): Promise<ScheduledExecution & { created: boolean }> {
       const body: Schemas['ScheduleExecutionRequest'] = { task, data };
       if (opts.idempotencyKey !== undefined) body.idempotency_key = opts.idempotencyKey;
       if (opts.startAt !== undefined) body.start_at = opts.startAt instanceof Date ? opts.startAt.toISOString() : opts.startAt;
       if (opts.tags !== undefined) body.tags = opts.tags;
+      if (opts.priority !== undefined) body.priority = opts.priority;
       const { data: created, response } = await unwrap(raw.POST('/api/v1/executions', { body }));
       return { ...created, created: response.status === 201 };
     },

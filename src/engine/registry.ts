@@ -3,6 +3,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseCronTrigger, type CronSchedule } from '../domain/cron';
 import { parseDuration } from '../domain/duration';
+import { isThrottled, parseFlow, type FlowPolicy } from '../domain/flow';
 import { resolveRetryPolicy, type ResolvedRetryPolicy } from '../domain/retry';
 import type { TaskRegistration } from '../store/tasks';
 import { isTaskDefinition, type TaskDefinition } from './task';
@@ -13,6 +14,8 @@ export interface RegisteredTask {
   retry: ResolvedRetryPolicy;
   /** The task's timeout in milliseconds, if it has one. */
   timeoutMs: number | undefined;
+  /** Its concurrency limit, rate limit and debounce. */
+  flow: FlowPolicy;
 }
 
 /** The tasks one worker serves, by name, with their retry policies resolved once. */
@@ -27,16 +30,16 @@ export class TaskRegistry {
     if (this.tasks.has(def.name)) throw new Error(`task ${def.name} is defined twice`);
     const cron = def.cron === undefined ? null : parseCronTrigger(def.name, def.cron);
     const timeoutMs = def.timeout === undefined ? undefined : parseDuration(def.timeout, `task ${def.name}: timeout`);
-    this.tasks.set(def.name, { def, retry: resolveRetryPolicy(def.retry), timeoutMs, cron });
+    this.tasks.set(def.name, { def, retry: resolveRetryPolicy(def.retry), timeoutMs, cron, flow: parseFlow(def.name, def) });
   }
 
   get(name: string): RegisteredTask | undefined {
     return this.tasks.get(name);
   }
 
-  /** The concurrency limit of each task that declared one. */
-  limits(): Map<string, number> {
-    return new Map([...this.tasks.values()].flatMap(({ def }) => (def.concurrency ? [[def.name, def.concurrency.limit] as const] : [])));
+  /** The flow control of each task whose claims must count: a concurrency limit or a rate limit. */
+  throttled(): Map<string, FlowPolicy> {
+    return new Map([...this.tasks.values()].flatMap(({ def, flow }) => (isThrottled(flow) ? [[def.name, flow] as const] : [])));
   }
 
   /** The tasks that run on a schedule, with their schedules. */
@@ -54,13 +57,13 @@ export class TaskRegistry {
 
   /** What the database records for the API: names and JSON Schemas (TypeBox's symbols drop out). */
   toRegistrations(): TaskRegistration[] {
-    return [...this.tasks.values()].map(({ def, retry, cron }) => ({
+    return [...this.tasks.values()].map(({ def, retry, cron, flow }) => ({
       name: def.name,
       dataSchema: def.data ? JSON.parse(JSON.stringify(def.data)) : null,
       eventSchemas: JSON.parse(JSON.stringify(def.events ?? {})),
       retry,
       cron: cron ? { pattern: cron.pattern, timezone: cron.timezone } : null,
-      concurrencyLimit: def.concurrency?.limit ?? null,
+      flow,
     }));
   }
 }

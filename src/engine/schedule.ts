@@ -8,7 +8,7 @@ import { compileJsonSchema, describeSchemaErrors, SchemaValidators } from '../do
 import { toStoredValue } from '../domain/json';
 import type { ExecutionStatus } from '../domain/status';
 import { onCallerConnection, type Queryable } from '../store/db';
-import { insertExecutionsWith } from '../store/executions';
+import { insertDebounced, insertExecutionsWith } from '../store/executions';
 import { readDataSchemaText } from '../store/tasks';
 import { isTaskDefinition, TASK_NAME, type TaskDefinition } from './task';
 import { TaskNotRegisteredError } from '../errors';
@@ -24,6 +24,8 @@ export interface ScheduleOptions {
   startAt?: Date | string;
   /** Up to 20 distinct labels of 1-64 characters to find the execution by (`GET /executions?tag=`). */
   tags?: readonly string[];
+  /** Claimed before due executions of lower priority: a whole number from -1,000,000 to 1,000,000 (default 0). */
+  priority?: number;
 }
 
 /** What schedule() created, or found under the idempotency key. */
@@ -32,8 +34,10 @@ export interface Scheduled {
   task: string;
   status: ExecutionStatus;
   createdAt: Date;
-  /** False when the idempotency key found an execution that already existed. */
+  /** False when the idempotency key found an execution that already existed, or a debounce kept one. */
   created: boolean;
+  /** For a debounced task: true when this schedule updated the execution still pending instead of making one. */
+  debounced?: boolean;
 }
 
 /** An idempotency key already names an execution of another task. */
@@ -120,21 +124,31 @@ export async function schedule(db: Queryable, task: TaskDefinition | string, dat
     const problem = describeBadTags(tags);
     if (problem) throw new TypeError(`schedule: tags ${problem}`);
   }
+  const priority = options.priority;
+  if (priority !== undefined && (typeof priority !== 'number' || !Number.isInteger(priority) || Math.abs(priority) > 1_000_000)) {
+    throw new RangeError(`schedule: priority must be a whole number from -1,000,000 to 1,000,000, not ${String(priority)}`);
+  }
   let startAt: Date | undefined;
   if (options.startAt !== undefined) {
     startAt = toInstant(options.startAt);
     if (!startAt) throw new RangeError(`schedule: startAt ${String(options.startAt)} is not an instant (a Date, or ISO 8601 text with a time zone, in the years 0001-9999)`);
   }
   const [result] = await onCallerConnection(db, async (run) => {
+    let debounced = !byName && task.debounce !== undefined;
     if (byName) {
       const registered = await readDataSchemaText(run, name);
       if (!registered) throw new TaskNotRegisteredError(name);
       // NULL (or JSON null) is a task without a schema; any other value, even `false`, is one, as for the API.
       if (registered.schema !== null && registered.schema !== 'null') checkData(registeredValidator(name, registered.schema));
+      debounced = registered.debounced;
     }
-    return insertExecutionsWith(run, [{ task: name, data: stored, idempotencyKey: key, startAt, tags }]);
+    const item = { task: name, data: stored, idempotencyKey: key, startAt, tags, priority };
+    // A task debounced in its definition but not (yet) in its registered row is scheduled as usual.
+    const one = debounced ? await insertDebounced(run, item) : undefined;
+    return one ? [one] : insertExecutionsWith(run, [item]);
   });
   if (!result.created && result.execution.task !== name) throw new IdempotencyKeyConflictError(key ?? '', result.execution.task);
   const { execution } = result;
-  return { executionId: execution.id, task: execution.task, status: execution.status, createdAt: execution.createdAt, created: result.created };
+  const scheduled: Scheduled = { executionId: execution.id, task: execution.task, status: execution.status, createdAt: execution.createdAt, created: result.created };
+  return result.debounced === undefined ? scheduled : { ...scheduled, debounced: result.debounced };
 }

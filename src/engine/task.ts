@@ -1,6 +1,7 @@
 import type { Static, TSchema, TUnknown } from '@sinclair/typebox';
 import { parseCronTrigger, type CronTrigger } from '../domain/cron';
 import { parseDuration, type Duration } from '../domain/duration';
+import { parseFlow, type FlowOptions } from '../domain/flow';
 import type { Jsonify } from '../domain/jsonify';
 import { compileJsonSchema, describeSchemaErrors } from '../domain/json-schema';
 import type { RetryPolicy } from '../domain/retry';
@@ -103,9 +104,22 @@ export interface TaskOptions<D extends TSchema, E extends Record<string, TSchema
   cron?: string | CronTrigger<Static<D>>;
   /**
    * At most `limit` executions of the task run at once over all workers (the rest stay pending until
-   * one finishes, sleeps or waits for an event), to spare a rate-limited API or a small database.
+   * one finishes, sleeps or waits for an event), to spare a rate-limited API or a small database. With
+   * `key`, a JSON Pointer into `data` such as '/tenantId', the limit holds per value of that key, and
+   * claims take turns between keys so that one tenant's backlog never starves another's.
    */
-  concurrency?: { limit: number };
+  concurrency?: FlowOptions['concurrency'];
+  /**
+   * At most `limit` starts (first attempts, retries and takeovers; not resumes after a sleep or an
+   * event) in any window of `period` ('1m', 1000) over all workers, per value of `key` when given.
+   */
+  rateLimit?: FlowOptions['rateLimit'];
+  /**
+   * A schedule within `period` of the previous one, with the same `key` value when given, replaces the
+   * data of the execution still pending and pushes its start to `period` from now: the execution
+   * runs once, with the last data, when the schedules stop for a while.
+   */
+  debounce?: FlowOptions['debounce'];
   run(ctx: TaskContext<E>, data: Static<D>): Promise<R>;
 }
 
@@ -127,12 +141,7 @@ export function defineTask<D extends TSchema = TUnknown, E extends Record<string
     throw new TypeError(`task name ${JSON.stringify(options?.name)} must be 1-255 letters, digits or ._:- characters`);
   }
   if (typeof options.run !== 'function') throw new TypeError(`task ${options.name} needs a run(ctx, data) function`);
-  if (options.concurrency !== undefined) {
-    const limit = (options.concurrency as { limit?: unknown } | null)?.limit;
-    if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1) {
-      throw new TypeError(`task ${options.name}: concurrency must be { limit } with a whole number of at least 1`);
-    }
-  }
+  parseFlow(options.name, options);
   if (options.timeout !== undefined) parseDuration(options.timeout, `task ${options.name}: timeout`);
   if (options.cron !== undefined) {
     const { data } = parseCronTrigger(options.name, options.cron);

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { GroupCommitter } from '../group-commit';
 import { isDatabaseUnavailable } from '../store/db-errors';
-import { claimExecutionsBeforeCommit, claimLimitedExecutions, completeAndClaimBeforeCommit, type ClaimedExecution, type CompleteAndClaimResult } from '../store/transitions/claim';
+import type { FlowPolicy } from '../domain/flow';
+import { claimExecutionsBeforeCommit, completeAndClaimBeforeCommit, type ClaimedExecution, type CompleteAndClaimResult } from '../store/transitions/claim';
+import { claimThrottledExecutions } from '../store/transitions/claim-throttled';
 import { type Completion } from '../store/transitions/complete';
 import { upsertTasks } from '../store/tasks';
 import { CronFirer } from './cron';
@@ -33,10 +35,12 @@ export class Worker {
   private readonly registry: TaskRegistry;
   /** The tasks this worker claims, computed once: every claim sends them. */
   private readonly taskNames: readonly string[];
-  /** The tasks claimed together, in one statement: those without a concurrency limit. */
+  /** The tasks claimed together, in one statement: those without a concurrency or rate limit. */
   private readonly freeTaskNames: readonly string[];
-  /** Tasks with a concurrency limit, each claimed in a locked transaction of its own (claimLimitedExecutions). */
-  private readonly limits: ReadonlyMap<string, number>;
+  /** Tasks with a concurrency or rate limit, each claimed in a locked transaction of its own (claimThrottledExecutions). */
+  private readonly limits: ReadonlyMap<string, FlowPolicy>;
+  /** Per throttled task, the key its last claim ended on: keys take turns from one claim to the next. */
+  private readonly cursors = new Map<string, string>();
   private readonly slots: SlotPool;
   private readonly runner: ExecutionRunner;
   /** Tells API servers' streams of steps recorded, apart from the step writes. */
@@ -59,7 +63,7 @@ export class Worker {
   constructor(private readonly options: WorkerOptions) {
     this.registry = new TaskRegistry(options.tasks);
     this.taskNames = this.registry.names();
-    this.limits = this.registry.limits();
+    this.limits = this.registry.throttled();
     this.freeTaskNames = this.taskNames.filter((name) => !this.limits.has(name));
     this.leaseMs = options.leaseMs ?? 30000;
     this.pollIntervalMs = options.pollIntervalMs ?? 1000;
@@ -162,7 +166,7 @@ export class Worker {
         continue;
       }
       this.signal.reset();
-      // Tasks with a concurrency limit first, each within its limit; the others take what is left.
+      // Tasks with a concurrency or rate limit first, each within its limits; the others take what is left.
       const limitedTaken = this.limits.size > 0 ? await this.claimLimited() : 0;
       if (this.state !== WORKER_STATES.running) break;
       let claimed: ClaimedExecution[];
@@ -195,21 +199,26 @@ export class Worker {
   }
 
   /**
-   * Claims executions of the tasks with a concurrency limit into the free handler slots, one task at a
-   * time (see claimLimitedExecutions); returns how many it claimed. Never into prefetch room (see
-   * SlotPool.roomForLimited). A failure is logged and ends the round: the next wake-up or poll tries
-   * again.
+   * Claims executions of the tasks with a concurrency or rate limit into the free handler slots, one
+   * task at a time (see claimThrottledExecutions); returns how many it claimed. Never into prefetch
+   * room (see SlotPool.roomForLimited). A claim that stopped at a key's share while that key had more
+   * wakes the loop for another round. A failure is logged and ends the round: the next wake-up or poll
+   * tries again.
    */
   private async claimLimited(): Promise<number> {
     let taken = 0;
-    for (const [task, cap] of this.limits) {
+    for (const [task, policy] of this.limits) {
       const room = this.slots.roomForLimited();
       if (room <= 0 || this.state !== WORKER_STATES.running) break;
       const claimSentAt = Date.now();
       this.slots.reserveSlots(room);
       let claimed: ClaimedExecution[];
       try {
-        claimed = await claimLimitedExecutions(this.options.db, task, cap, room, this.leaseMs, this.id);
+        const claim = await claimThrottledExecutions(this.options.db, task, policy, room, this.leaseMs, this.id, this.cursors.get(task) ?? '');
+        this.cursors.set(task, claim.cursor);
+        if (claim.heldBy) this.options.observer?.throttled?.(task, claim.heldBy);
+        if (claim.more) this.signal.wake();
+        claimed = claim.claimed;
       } catch (err) {
         this.options.observer?.databaseError?.();
         this.options.log.warn({ err: (err as Error).message, task }, 'claim failed');

@@ -1,4 +1,5 @@
 import { CHILD_KEY_PREFIX } from '../domain/keys';
+import { flowKeySql } from './tasks';
 import { CHANNEL_WORK } from './channels';
 import { preparedRows, withReadCommitted, type Db } from './db';
 import type { Lease } from './leases';
@@ -51,9 +52,10 @@ export async function startChild(db: Db, lease: Lease, child: NewChild): Promise
        SELECT id FROM stepwise.executions WHERE id = $1 AND lease_token = $2 AND status = 'running' FOR NO KEY UPDATE
      ),
      inserted AS (
-       INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, parent_id, start_at, due_at)
-       SELECT $3, $4, 'pending', $5::jsonb, $6, parent.id, $7::timestamptz, greatest(now(), coalesce($7::timestamptz, now()))
-         FROM parent
+       INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, parent_id, start_at, due_at, concurrency_key, rate_key)
+       SELECT $3, $4, 'pending', $5::jsonb, $6, parent.id, $7::timestamptz, greatest(now(), coalesce($7::timestamptz, now())),
+              ${flowKeySql('$5::jsonb', 'tk.concurrency_key_path')}, ${flowKeySql('$5::jsonb', 'tk.rate_key_path')}
+         FROM parent LEFT JOIN stepwise.tasks tk ON tk.name = $4
        ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
        RETURNING id, task, due_at
      ),

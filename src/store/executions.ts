@@ -4,6 +4,7 @@ import type { ExecutionStatus } from '../domain/status';
 import { preparedRows, queryRows, withReadCommitted, type Db, type Runner } from './db';
 import { CHANNEL_CHANGED, CHANNEL_CANCEL, CHANNEL_WORK } from './channels';
 import { rowToExecution, toJsonb, type ExecutionRecord, type ExecutionRow } from './rows';
+import { flowKeySql } from './tasks';
 
 /** What a client asks to run. */
 export interface NewExecution {
@@ -14,6 +15,8 @@ export interface NewExecution {
   startAt?: Date;
   /** Labels to find it by (checked by the caller); none or empty is stored as NULL. */
   tags?: readonly string[];
+  /** Claimed before due executions of lower priority (default 0). */
+  priority?: number;
 }
 
 /** What scheduling needs back: the columns the schedule endpoint answers with, never the data. */
@@ -21,8 +24,10 @@ export type ScheduledRecord = Pick<ExecutionRecord, 'id' | 'task' | 'status' | '
 
 export interface ScheduleResult {
   execution: ScheduledRecord;
-  /** False when an execution with the same idempotency key already existed. */
+  /** False when an execution with the same idempotency key already existed, or a debounce kept one. */
   created: boolean;
+  /** Set for a debounced task's schedule: true when it updated the pending execution rather than making one. */
+  debounced?: boolean;
 }
 
 /** created_at in whole epoch milliseconds (as pg parses a timestamp), a number whatever the caller's type parsers. */
@@ -79,10 +84,19 @@ async function insertWith(run: Runner, items: readonly NewExecution[]): Promise<
 const INSERT_TAIL = `ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
      RETURNING ${SCHEDULED_COLUMNS}`;
 
-/** The common path, every execution due at once: $1-$4 the ids, tasks, data and keys. */
-const INSERT_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, created_at, due_at)
-     SELECT id, task, 'pending', data, idempotency_key, statement_timestamp(), statement_timestamp()
+/**
+ * The flow-control keys of the rows being inserted, from the task's registered pointers (see
+ * migration 015): a LEFT JOIN on the task's row, which unkeyed tasks answer with NULL paths.
+ */
+const KEY_COLUMNS = 'concurrency_key, rate_key';
+const keyValues = (data: string) => `${flowKeySql(data, 'tk.concurrency_key_path')}, ${flowKeySql(data, 'tk.rate_key_path')}`;
+const TASK_JOIN = (task: string) => `LEFT JOIN stepwise.tasks tk ON tk.name = ${task}`;
+
+/** The common path, every execution due at once, at priority 0: $1-$4 the ids, tasks, data and keys. */
+const INSERT_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, created_at, due_at, ${KEY_COLUMNS})
+     SELECT id, task, 'pending', data, idempotency_key, statement_timestamp(), statement_timestamp(), ${keyValues('t.data')}
        FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[]) WITH ORDINALITY AS t(id, task, data, idempotency_key, ord)
+       ${TASK_JOIN('t.task')}
       ORDER BY ord
      ${INSERT_TAIL}, pg_notify('${CHANNEL_WORK}', task) IS NULL AS _n`;
 
@@ -90,23 +104,28 @@ const INSERT_SQL = `INSERT INTO stepwise.executions (id, task, status, data, ide
 const TAGS_FROM_JSON = (json: string) => `CASE WHEN ${json} IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text(${json})) END`;
 
 /**
- * A batch with start times or tags. Start times are $5, NULL for at once, sent as ISO text, as pg
- * would send a Date in the process's local time zone, which before 1900 is local mean time: only rows
- * due now wake the workers. Tags are $6.
+ * A batch with start times, tags or priorities. Start times are $5, NULL for at once, sent as ISO
+ * text, as pg would send a Date in the process's local time zone, which before 1900 is local mean
+ * time: only rows due now wake the workers. Tags are $6, priorities $7.
  */
-const INSERT_FULL_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, tags, created_at, due_at)
-     SELECT id, task, 'pending', data, idempotency_key, start_at, ${TAGS_FROM_JSON('tags_json')}, statement_timestamp(), greatest(statement_timestamp(), start_at)
-       FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::timestamptz[], $6::jsonb[]) WITH ORDINALITY AS t(id, task, data, idempotency_key, start_at, tags_json, ord)
+const INSERT_FULL_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, tags, priority, created_at, due_at, ${KEY_COLUMNS})
+     SELECT id, task, 'pending', data, idempotency_key, start_at, ${TAGS_FROM_JSON('tags_json')}, priority, statement_timestamp(), greatest(statement_timestamp(), start_at),
+            ${keyValues('t.data')}
+       FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::timestamptz[], $6::jsonb[], $7::int[])
+            WITH ORDINALITY AS t(id, task, data, idempotency_key, start_at, tags_json, priority, ord)
+       ${TASK_JOIN('t.task')}
       ORDER BY ord
      ${INSERT_TAIL}, CASE WHEN due_at <= statement_timestamp() THEN pg_notify('${CHANNEL_WORK}', task) END IS NULL AS _n`;
 
 /**
- * One execution, with or without a start time ($5, NULL for at once) and tags ($6): INSERT_FULL_SQL's
- * rows and notification, in a statement that an unnamed (unprepared) call parses and plans faster than
- * the unnest.
+ * One execution, with or without a start time ($5, NULL for at once), tags ($6) and a priority ($7):
+ * INSERT_FULL_SQL's rows and notification, in a statement that an unnamed (unprepared) call parses
+ * and plans faster than the unnest.
  */
-const ONE_ROW_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, tags, created_at, due_at)
-     VALUES ($1, $2, 'pending', $3::jsonb, $4, $5::timestamptz, ${TAGS_FROM_JSON('$6::jsonb')}, statement_timestamp(), greatest(statement_timestamp(), $5::timestamptz))
+const ONE_ROW_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, tags, priority, created_at, due_at, ${KEY_COLUMNS})
+     SELECT $1, $2, 'pending', $3::jsonb, $4, $5::timestamptz, ${TAGS_FROM_JSON('$6::jsonb')}, $7, statement_timestamp(), greatest(statement_timestamp(), $5::timestamptz),
+            ${keyValues('$3::jsonb')}
+       FROM (SELECT) one ${TASK_JOIN('$2')}
      ${INSERT_TAIL}, CASE WHEN due_at <= statement_timestamp() THEN pg_notify('${CHANNEL_WORK}', task) END IS NULL AS _n`;
 
 /** One round of insertExecutions: undefined for an item whose key's row was deleted before the read-back. */
@@ -115,11 +134,12 @@ async function insertOnce(run: Runner, items: readonly NewExecution[]): Promise<
   const columns = [ids, items.map((i) => i.task), items.map((i) => toJsonb(i.data ?? null)), items.map((i) => i.idempotencyKey ?? null)];
   const startAts = items.map((i) => i.startAt?.toISOString() ?? null);
   const tags = items.map((i) => (i.tags !== undefined && i.tags.length > 0 ? JSON.stringify(i.tags) : null));
+  const priorities = items.map((i) => i.priority ?? 0);
   let inserted: ScheduledRow[];
   if (run.unprepared && items.length === 1) {
-    inserted = await run<ScheduledRow>('', ONE_ROW_SQL, columns.map((c) => c[0]).concat(startAts[0], tags[0]));
-  } else if (startAts.some((at) => at !== null) || tags.some((t) => t !== null)) {
-    inserted = await run<ScheduledRow>('stepwise_schedule_executions_full', INSERT_FULL_SQL, [...columns, startAts, tags]);
+    inserted = await run<ScheduledRow>('', ONE_ROW_SQL, [...columns.map((c) => c[0]), startAts[0], tags[0], priorities[0]]);
+  } else if (startAts.some((at) => at !== null) || tags.some((t) => t !== null) || priorities.some((p) => p !== 0)) {
+    inserted = await run<ScheduledRow>('stepwise_schedule_executions_full', INSERT_FULL_SQL, [...columns, startAts, tags, priorities]);
   } else {
     inserted = await run<ScheduledRow>('stepwise_schedule_executions', INSERT_SQL, columns);
   }
@@ -146,6 +166,44 @@ async function insertOnce(run: Runner, items: readonly NewExecution[]): Promise<
     }
     return { execution: toScheduledRecord(prior), created: false };
   });
+}
+
+/**
+ * A schedule of a debounced task: while an execution of the task with the same debounce key is still
+ * pending and unclaimed, it takes this schedule's data, start, priority and tags instead of a second
+ * execution being made, and its start moves to the task's period from now (or `start_at`, when
+ * later). The unique index on the unclaimed execution of each key (migration 015) makes concurrent
+ * schedules meet on one row; a claim clears the key, so a schedule after the start makes a new one.
+ * The period and the key's pointer are read from the task's row, as the workers registered them.
+ * Undefined when the task is not debounced (any more): the caller schedules as usual.
+ */
+const DEBOUNCED_SQL = `INSERT INTO stepwise.executions AS e (id, task, status, data, idempotency_key, start_at, tags, priority, created_at, due_at, ${KEY_COLUMNS}, debounce_key)
+     SELECT $1, $2, 'pending', $3::jsonb, $4, $5::timestamptz, ${TAGS_FROM_JSON('$6::jsonb')}, $7, statement_timestamp(),
+            greatest(statement_timestamp() + make_interval(secs => (tk.debounce->>'period_ms')::float8 / 1000), $5::timestamptz),
+            ${keyValues('$3::jsonb')}, coalesce($3::jsonb #>> tk.debounce_key_path, '')
+       FROM stepwise.tasks tk WHERE tk.name = $2 AND tk.debounce IS NOT NULL
+     ON CONFLICT (task, debounce_key) WHERE debounce_key IS NOT NULL AND status = 'pending' DO UPDATE
+        SET data = EXCLUDED.data, due_at = EXCLUDED.due_at, start_at = EXCLUDED.start_at, priority = EXCLUDED.priority,
+            tags = coalesce(EXCLUDED.tags, e.tags), idempotency_key = coalesce(e.idempotency_key, EXCLUDED.idempotency_key),
+            concurrency_key = EXCLUDED.concurrency_key, rate_key = EXCLUDED.rate_key
+     RETURNING ${SCHEDULED_COLUMNS}, xmax <> 0 AS debounced`;
+
+export async function insertDebounced(run: Runner, item: NewExecution): Promise<ScheduleResult | undefined> {
+  if (item.idempotencyKey !== undefined) {
+    const [prior] = await run<ScheduledRow>('stepwise_schedule_by_key', `SELECT ${SCHEDULED_COLUMNS} FROM stepwise.executions WHERE idempotency_key = $1`, [item.idempotencyKey]);
+    if (prior) return { execution: toScheduledRecord(prior), created: false };
+  }
+  const [row] = await run<ScheduledRow & { debounced: boolean }>('stepwise_schedule_debounced', DEBOUNCED_SQL, [
+    newExecutionId(),
+    item.task,
+    toJsonb(item.data ?? null),
+    item.idempotencyKey ?? null,
+    item.startAt?.toISOString() ?? null,
+    item.tags !== undefined && item.tags.length > 0 ? JSON.stringify(item.tags) : null,
+    item.priority ?? 0,
+  ]);
+  if (!row) return undefined;
+  return { execution: toScheduledRecord(row), created: !row.debounced, debounced: row.debounced };
 }
 
 /** An execution row with its open event waits (see OPEN_WAITS). */

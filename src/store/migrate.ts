@@ -13,6 +13,7 @@ import * as m011 from './migrations/011-operate';
 import * as m012 from './migrations/012-find-executions';
 import * as m013 from './migrations/013-idempotent-events';
 import * as m014 from './migrations/014-webhooks';
+import * as m015 from './migrations/015-flow-control';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -35,6 +36,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['012-find-executions', m012],
   ['013-idempotent-events', m013],
   ['014-webhooks', m014],
+  ['015-flow-control', m015],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {

@@ -38,6 +38,10 @@ export interface ExecutionRecord {
   attemptsSinceProgress: number;
   /** The labels it was scheduled with, to find it by; empty when none. */
   tags: string[];
+  /** Claimed before due executions of lower priority. */
+  priority: number;
+  /** The value of its task's concurrency key it counts under, or null when that limit has no key. */
+  concurrencyKey: string | null;
   /** The event waits still open, earliest first; read by getExecution only (empty unless waiting). */
   openWaits?: OpenWait[];
 }
@@ -73,6 +77,8 @@ export interface ExecutionRow {
   attempts_since_progress: number;
   /** NULL when none (never empty), so that the tag index holds tagged executions only. */
   tags: string[] | null;
+  priority: number;
+  concurrency_key: string | null;
 }
 
 export function rowToExecution(row: ExecutionRow): ExecutionRecord {
@@ -99,6 +105,8 @@ export function rowToExecution(row: ExecutionRow): ExecutionRecord {
     parentId: row.parent_id ?? null,
     attemptsSinceProgress: row.attempts_since_progress ?? 0,
     tags: row.tags ?? [],
+    priority: row.priority ?? 0,
+    concurrencyKey: row.concurrency_key ?? null,
   };
 }
 

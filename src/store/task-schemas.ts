@@ -11,6 +11,8 @@ export interface TaskValidators {
   name: string;
   validateData: ValidateFunction | undefined;
   validateEvent: ReadonlyMap<string, ValidateFunction>;
+  /** The task debounces its schedules (see insertDebounced). */
+  debounced?: boolean;
 }
 
 interface CacheEntry {
@@ -123,6 +125,7 @@ export class TaskSchemaCache {
     }
     const task: TaskValidators = {
       name,
+      debounced: row.flow.debounce !== null,
       validateData: this.compile(row.dataSchema),
       validateEvent: new Map(
         Object.entries(row.eventSchemas ?? {}).flatMap(([event, schema]) => {

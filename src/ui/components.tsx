@@ -10,6 +10,12 @@ export function StatusBadge({ status }: { status: ExecutionStatus | string }) {
   return <span class={`status status-${status}`} data-status={status}>{status}</span>;
 }
 
+/** An execution's priority: 0 (the default) muted, any other value as a badge that stands out. */
+export function Priority({ value }: { value: number }) {
+  if (value === 0) return <span class="muted">0</span>;
+  return <span class={`priority ${value > 0 ? 'priority-high' : 'priority-low'}`}>{value}</span>;
+}
+
 /** Formats an instant (ISO or epoch ms) in the zone the operator chose in the header. */
 export function useFormatInstant(): (instant: string | number | null | undefined) => string {
   const { timeZone } = useApi();

@@ -4,7 +4,7 @@ import { useState } from 'preact/hooks';
 import type { Attempt, Execution, ExecutionList, Step, Task } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
 import { AttemptsSection } from './attempts-section';
-import { ApiErrorBox, Instant, JsonBlock, Section, StatusBadge, TagChips, useFormatInstant } from './components';
+import { ApiErrorBox, Instant, JsonBlock, Priority, Section, StatusBadge, TagChips, useFormatInstant } from './components';
 import { elapsedMs, formatDuration, formatRelative, previewJson } from '../domain/format';
 import { CancelButton, RetryButton } from './execution-actions';
 import { routeHref, withFilter } from './routes';
@@ -220,6 +220,18 @@ export function ExecutionPage({ id }: { id: string }) {
             <Fact label="Attempt">
               <span data-testid="attempt">{x.attempt}</span>
             </Fact>
+            <Fact label="Priority">
+              <span data-testid="priority">
+                <Priority value={x.priority} />
+              </span>
+            </Fact>
+            {x.concurrency_key !== null && (
+              <Fact label="Concurrency key">
+                <span class="mono" data-testid="concurrency-key" title={task?.concurrency?.key ? `Its data's ${task.concurrency.key}` : undefined}>
+                  {x.concurrency_key === '' ? <span class="muted">(no value)</span> : x.concurrency_key}
+                </span>
+              </Fact>
+            )}
             {x.parent_execution_id !== null && (
               <Fact label="Parent">
                 <a class="mono" data-testid="parent-link" href={routeHref({ page: 'execution', id: x.parent_execution_id })}>

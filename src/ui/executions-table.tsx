@@ -1,6 +1,6 @@
 /** A table of executions: the list page's, and a parent's children. */
 import type { ExecutionSummary } from '../client';
-import { Instant, StatusBadge, TagChips } from './components';
+import { Instant, Priority, StatusBadge, TagChips } from './components';
 import { elapsedMs, formatDuration } from '../domain/format';
 import { routeHref } from './routes';
 
@@ -20,6 +20,7 @@ export function ExecutionsTable(props: {
           <th>Execution</th>
           <th>Task</th>
           <th>Status</th>
+          <th class="num" title="Higher is claimed first; 0 by default">Priority</th>
           <th>Tags</th>
           <th>Created</th>
           <th>Started</th>
@@ -30,7 +31,7 @@ export function ExecutionsTable(props: {
       <tbody>
         {items.length === 0 && (
           <tr>
-            <td colSpan={8} class="muted">
+            <td colSpan={9} class="muted">
               No executions match.
             </td>
           </tr>
@@ -47,6 +48,9 @@ export function ExecutionsTable(props: {
               <td>{taskHref ? <a href={taskHref(e.task)}>{e.task}</a> : e.task}</td>
               <td>
                 <StatusBadge status={e.status} />
+              </td>
+              <td class="num" data-testid="row-priority">
+                <Priority value={e.priority} />
               </td>
               <td class="wrap">
                 <TagChips tags={e.tags} href={tagHref} />

@@ -4,6 +4,7 @@ import type { Task } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
 import { ApiErrorBox, Instant, JsonEditor, Section } from './components';
 import { formatJson } from '../domain/format';
+import { describeLimits, formatPeriod } from './flow';
 import { checkJson, sampleFromSchema, type JsonProblem } from './json-input';
 import { routeHref } from './routes';
 import { STATUSES } from './statuses';
@@ -87,6 +88,58 @@ function TaskWorkers({ task }: { task: Task }) {
       <p data-testid="task-workers" data-workers={n}>
         <a href={routeHref({ page: 'workers' })}>{n === 1 ? '1 live worker' : `${n} live workers`}</a> {n === 1 ? 'serves' : 'serve'} this task.
       </p>
+    </>
+  );
+}
+
+/** The task's concurrency limit, rate limit and debounce in plain words, when it has any. */
+function FlowLimits({ task }: { task: Task }) {
+  const limits = describeLimits(task);
+  if (limits.length === 0) return null;
+  return (
+    <p class="limits" data-testid="task-limits">
+      Limits:{' '}
+      {limits.map((l) => (
+        <span key={l.kind} class="chip limit" title={l.title} data-testid="task-limit" data-kind={l.kind}>
+          {l.text}
+        </span>
+      ))}
+    </p>
+  );
+}
+
+/** For a keyed limit: the busiest key values (most waiting first, at most 20), what runs and waits for each. */
+function TaskKeys({ task }: { task: Task }) {
+  if (task.keys.length === 0) return null;
+  const windowed = task.keys.some((k) => k.started_in_window !== null);
+  const span = task.rate_limit ? ` (last ${formatPeriod(task.rate_limit.period_ms)})` : '';
+  return (
+    <>
+      <h3>Keys, most waiting first</h3>
+      <table class="keys" data-testid="task-keys">
+        <thead>
+          <tr>
+            <th>Key</th>
+            <th class="num">Running</th>
+            <th class="num">Waiting</th>
+            {windowed && <th class="num">Started{span}</th>}
+          </tr>
+        </thead>
+        <tbody>
+          {task.keys.map((k) => (
+            <tr key={k.key} data-testid="task-key" data-key={k.key}>
+              <td class="mono">{k.key === '' ? <span class="muted">(no value)</span> : k.key}</td>
+              <td class="num" data-testid="key-running">{k.running}</td>
+              <td class="num" data-testid="key-waiting">{k.waiting}</td>
+              {windowed && (
+                <td class="num" data-testid="key-started">
+                  {k.started_in_window ?? '—'}
+                </td>
+              )}
+            </tr>
+          ))}
+        </tbody>
+      </table>
     </>
   );
 }
@@ -176,9 +229,8 @@ function TaskCard({ task, now, onChanged }: { task: Task; now: number; onChanged
           {task.cron.next_at ? <Instant iso={task.cron.next_at} now={now} /> : <span class="muted">never</span>}
         </p>
       )}
-      {task.concurrency_limit !== null && (
-        <p data-testid="task-concurrency">At most {task.concurrency_limit} running at once, over all workers.</p>
-      )}
+      <FlowLimits task={task} />
+      <TaskKeys task={task} />
       <p class="muted small">
         Registered <Instant iso={task.updated_at} now={now} relative />
       </p>

@@ -58,6 +58,8 @@ describe('executions', () => {
       parent_execution_id: null,
       tags: [],
       idempotency_key: null,
+      priority: 0,
+      concurrency_key: null,
     });
   });
 
@@ -133,6 +135,10 @@ describe('tasks', () => {
       event_schemas: { go: { type: 'boolean' } },
       cron: null,
       concurrency_limit: null,
+      concurrency: null,
+      rate_limit: null,
+      debounce: null,
+      keys: [],
       updated_at: expect.stringMatching(ISO_MS),
       workers: 0,
       paused: false,

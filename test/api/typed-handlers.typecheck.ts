@@ -22,6 +22,8 @@ const execution = {
   parent_execution_id: null,
   idempotency_key: null,
   tags: [],
+  priority: 0,
+  concurrency_key: null,
 };
 
 export const good: Handler<'getExecution'> = async () => ({ status: 200, body: execution });

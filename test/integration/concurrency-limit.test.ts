@@ -1,6 +1,6 @@
 // Tasks with a concurrency limit: at most `limit` executions running at once over all workers.
 import { defineTask, Type } from '../../src/index';
-import { claimLimitedExecutions } from '../../src/store/transitions/claim';
+import { claimThrottledExecutions } from '../../src/store/transitions/claim-throttled';
 import { insertExecutions } from '../../src/store/executions';
 import { queryRows } from '../../src/store/db';
 import { renewLeases } from '../../src/store/leases';
@@ -17,15 +17,20 @@ afterAll(async () => {
   await api.close();
 });
 
+/** A claim of a task limited to `cap` running at once, without a key: `want` is the worker's room. */
+const claimLimitedExecutions = async (db: TestApi['db'], task: string, cap: number, want: number, leaseMs: number) =>
+  (await claimThrottledExecutions(db, task, { concurrency: { limit: cap, key: null }, rateLimit: null, debounce: null }, want, leaseMs, null, '')).claimed;
+
 const runningOf = async (task: string) =>
   (await queryRows<{ n: number }>(api.db, "SELECT count(*)::int AS n FROM stepwise.executions WHERE task = ? AND status = 'running'", [task]))[0].n;
 
 describe('concurrency limit', () => {
   test('defineTask takes { limit } of at least 1', () => {
     const run = async () => null;
-    for (const bad of [{ limit: 0 }, { limit: 1.5 }, { limit: '2' }, {}, 3]) {
-      expect(() => defineTask({ name: 'limited', concurrency: bad as never, run })).toThrow('task limited: concurrency must be { limit } with a whole number of at least 1');
+    for (const bad of [{ limit: 0 }, { limit: 1.5 }, { limit: '2' }, {}]) {
+      expect(() => defineTask({ name: 'limited', concurrency: bad as never, run })).toThrow('task limited: concurrency.limit must be a whole number from 1 to 1,000,000');
     }
+    expect(() => defineTask({ name: 'limited', concurrency: 3 as never, run })).toThrow('task limited: concurrency must be { limit, key? }');
     expect(defineTask({ name: 'limited', concurrency: { limit: 2 }, run }).concurrency).toEqual({ limit: 2 });
   });
 

@@ -39,7 +39,7 @@ afterAll(async () => {
 describe('the example tasks', () => {
   test('are registered with their schemas, the digest with its cron schedule and concurrency limit', async () => {
     const tasks = await api.client.listTasks();
-    expect(tasks.map((t) => t.name)).toEqual(['flaky-api', 'onboarding-drip', 'order-approval', 'photo-batch', 'resize-photo', 'weekday-digest']);
+    expect(tasks.map((t) => t.name)).toEqual(['flaky-api', 'onboarding-drip', 'order-approval', 'photo-batch', 'reindex-user', 'resize-photo', 'sync-tenant', 'weekday-digest']);
     const digest = tasks.find((t) => t.name === 'weekday-digest');
     expect(digest).toMatchObject({ cron: { pattern: '0 8 * * 1-5', timezone: 'Europe/London' }, concurrency_limit: 2 });
     // 08:00 in London is 08:00 or 07:00 UTC, on a weekday.
@@ -119,6 +119,31 @@ describe('the example tasks', () => {
     // Again: the idempotency key gives back the finished execution, and the example still runs through.
     const again = await runClientExample(api.api.url);
     expect(again.split('\n').slice(0, 2)).toEqual([`already scheduled ${id}`, 'completed {"orderId":"A-1002","approved":true,"approver":"dana","chargeId":"ch-A-1002"}']);
+  });
+
+  test('flow control as the README shows it: a second schedule within the period is debounced into the first', async () => {
+    const schedule = (body: object) => api.call('POST', '/api/v1/executions', { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    const first = await schedule({ task: 'reindex-user', data: { userId: 'u-7' } });
+    expect(first.status).toBe(201);
+    expect(first.body).toMatchObject({ task: 'reindex-user', status: 'pending', debounced: false });
+    const second = await schedule({ task: 'reindex-user', data: { userId: 'u-7' }, priority: 5 });
+    expect(second.status).toBe(200);
+    expect(second.body).toMatchObject({ execution_id: (first.body as { execution_id: string }).execution_id, debounced: true });
+    const tasks = await api.client.listTasks();
+    expect(tasks.find((t) => t.name === 'sync-tenant')).toMatchObject({
+      concurrency: { limit: 2, key: '/tenantId' },
+      rate_limit: { limit: 100, period_ms: 60_000, key: '/tenantId' },
+    });
+    expect(tasks.find((t) => t.name === 'reindex-user')).toMatchObject({ debounce: { period_ms: 5000, key: '/userId' } });
+    const synced = await api.client.schedule('sync-tenant', { tenantId: 't-1', since: '2026-11-01' });
+    expect(await api.client.wait(synced.execution_id, { deadlineMs: 15_000 })).toMatchObject({ status: 'completed', output: { tenant: 't-1', since: '2026-11-01' } });
+  });
+
+  test("the README's flow-control tasks are examples/flow-control.ts, verbatim", () => {
+    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('### Flow control'), readme.indexOf('### Running your tasks'));
+    const block = /```ts\n([\s\S]*?)```/.exec(section)?.[1];
+    expect(block).toBe(readFileSync(path.join(ROOT, 'examples', 'flow-control.ts'), 'utf8'));
   });
 
   test("the README's typed-client example is examples/client.mts, verbatim", () => {

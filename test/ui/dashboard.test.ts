@@ -112,6 +112,22 @@ const parentTask = defineTask({
   },
 });
 
+/** At most one running per tenant, 100 starts a minute per tenant; each holds its slot until the test releases them. */
+let releaseTenants: () => void = () => undefined;
+const tenantGate = new Promise<void>((resolve) => (releaseTenants = resolve));
+const tenantSync = defineTask({
+  name: 'ui-tenant-sync',
+  data: Type.Object({ tenant: Type.String() }),
+  concurrency: { limit: 1, key: '/tenant' },
+  rateLimit: { limit: 100, period: '1m', key: '/tenant' },
+  async run(ctx, data) {
+    return ctx.step('sync', async () => {
+      await tenantGate;
+      return { synced: data.tenant };
+    });
+  },
+});
+
 let t: TestApi;
 let worker: Worker;
 let deliverer: WebhookDeliverer;
@@ -161,7 +177,7 @@ beforeAll(async () => {
   mkdirSync(SCREENSHOTS, { recursive: true });
   // The webhook receiver listens on loopback: a private target, which the operator must allow.
   t = await startTestApi({ tokens: [TOKEN], basePath: BASE_PATH, webhooks: { allowPrivateTargets: true } });
-  worker = await startWorker(t.t, [approval, cooldown, quick, doomed, newYear, gate, parentTask, flaky] as never);
+  worker = await startWorker(t.t, [approval, cooldown, quick, doomed, newYear, gate, parentTask, flaky, tenantSync] as never);
   receiver = await new WebhookReceiver().start();
   deliverer = new WebhookDeliverer({ db: t.db, databaseUrl: t.t.url, log: quietLog, policy: { allowPrivate: true }, pollIntervalMs: 100, retryBaseMs: 100 });
   await deliverer.start();
@@ -203,6 +219,7 @@ afterAll(async () => {
   await context?.close();
   if (profileDir) rmSync(profileDir, { recursive: true, force: true });
   releaseReserve();
+  releaseTenants();
   await deliverer?.stop();
   await receiver?.close();
   await worker?.stop();
@@ -365,9 +382,10 @@ describe('dashboard in headless Chromium', () => {
     await expect(page.getByTestId('task-ui-new-year').getByTestId('task-cron').textContent()).resolves.toBe(
       `Runs on 0 0 1 1 * (Asia/Tokyo); next ${nextNewYear}`,
     );
-    await expect(page.getByTestId('task-ui-new-year').getByTestId('task-concurrency').textContent()).resolves.toBe('At most 1 running at once, over all workers.');
+    await expect(page.getByTestId('task-ui-new-year').getByTestId('task-limits').textContent()).resolves.toBe('Limits: 1 at once');
+    await expect(page.getByTestId('task-ui-new-year').getByTestId('task-keys').count()).resolves.toBe(0);
     await expect(page.getByTestId('task-ui-quick').getByTestId('task-cron').count()).resolves.toBe(0);
-    await expect(page.getByTestId('task-ui-quick').getByTestId('task-concurrency').count()).resolves.toBe(0);
+    await expect(page.getByTestId('task-ui-quick').getByTestId('task-limits').count()).resolves.toBe(0);
     await screenshot('tasks');
     await page.goto(`${t.api.url}/ui#/executions`);
     await rowStatus(id).filter({ hasText: 'waiting' }).waitFor();
@@ -707,6 +725,65 @@ describe('dashboard in headless Chromium', () => {
     await page.locator('[data-testid="execution-detail"][data-status="completed"]').waitFor({ timeout: 15_000 });
     await expect(page.getByTestId('execution-output').textContent()).resolves.toContain('"approved": false');
     await expect(page.getByTestId('timeline-entry').count()).resolves.toBe(3);
+  });
+
+  it("shows a task's limits in plain words and, per key, what runs, what waits and what started in the window", async () => {
+    const scheduled: Record<string, string[]> = { acme: [], globex: [] };
+    for (const tenant of ['acme', 'acme', 'acme', 'globex', 'globex']) {
+      scheduled[tenant].push((await t.client.schedule('ui-tenant-sync', { tenant })).execution_id);
+    }
+    const counts = async (k: string) => (await t.client.listTasks()).find((x) => x.name === 'ui-tenant-sync')?.keys.find((x) => x.key === k);
+    await waitUntil(async () => {
+      const [acme, globex] = await Promise.all([counts('acme'), counts('globex')]);
+      return acme?.running === 1 && acme.waiting === 2 && globex?.running === 1 && globex.waiting === 1;
+    }, 'one execution of each tenant to run, the others to wait');
+
+    await page.goto(`${t.api.url}/ui#/tasks`);
+    const card = page.getByTestId('task-ui-tenant-sync');
+    await card.getByTestId('task-keys').waitFor();
+    await expect(card.getByTestId('task-limit').allTextContents()).resolves.toEqual(['1 at once per /tenant', '100 per 1m per /tenant']);
+    await expect(card.locator('[data-testid="task-keys"] th').allTextContents()).resolves.toEqual(['Key', 'Running', 'Waiting', 'Started (last 1m)']);
+    // Most waiting first.
+    await expect(card.getByTestId('task-key').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-key')))).resolves.toEqual(['acme', 'globex']);
+    const cells = (k: string) => card.locator(`[data-testid="task-key"][data-key="${k}"] td`).allTextContents();
+    await expect(cells('acme')).resolves.toEqual(['acme', '1', '2', '1']);
+    await expect(cells('globex')).resolves.toEqual(['globex', '1', '1', '1']);
+    await card.scrollIntoViewIfNeeded();
+    await screenshot('tasks-flow-control');
+
+    // An execution of a keyed task names its key.
+    const running = (await Promise.all(scheduled.acme.map((id) => t.client.get(id)))).find((x) => x.status === 'running');
+    expect(running).toBeDefined();
+    await page.goto(`${t.api.url}/ui#/executions/${running?.execution_id}`);
+    await page.getByTestId('concurrency-key').filter({ hasText: 'acme' }).waitFor();
+    await expect(page.getByTestId('priority').textContent()).resolves.toBe('0');
+
+    releaseTenants();
+    const all = [...scheduled.acme, ...scheduled.globex];
+    await waitUntil(async () => (await Promise.all(all.map((id) => t.client.get(id)))).every((x) => x.status === 'completed'), 'every tenant sync to complete', 30_000);
+    // Nothing runs or waits any more: the key table goes, the limits stay.
+    await page.goto(`${t.api.url}/ui#/tasks`);
+    await card.getByTestId('task-limits').waitFor();
+    await expect(card.getByTestId('task-keys').count()).resolves.toBe(0);
+  });
+
+  it('shows the priority of every execution in the list, a non-zero one standing out, and on its page', async () => {
+    const urgent = await t.client.schedule('ui-quick', {}, { priority: 5, tags: ['prio'] });
+    const plain = await t.client.schedule('ui-quick', {}, { tags: ['prio'] });
+    await page.goto(`${t.api.url}/ui#/executions?tag=prio`);
+    await page.getByTestId('page-info').filter({ hasText: '1–2 of 2' }).waitFor();
+    await expect(page.locator('[data-testid="executions-table"] th').allTextContents()).resolves.toContain('Priority');
+    const priority = (id: string) => page.locator(`tr[data-execution-id="${id}"] [data-testid="row-priority"]`);
+    await expect(priority(urgent.execution_id).textContent()).resolves.toBe('5');
+    await expect(priority(urgent.execution_id).locator('.priority-high').count()).resolves.toBe(1);
+    await expect(priority(plain.execution_id).textContent()).resolves.toBe('0');
+    await expect(priority(plain.execution_id).locator('.priority').count()).resolves.toBe(0);
+    await screenshot('executions-priority');
+    await openExecution(urgent.execution_id);
+    await expect(page.getByTestId('priority').textContent()).resolves.toBe('5');
+    // Its task has no keyed limit: no concurrency key to show.
+    await expect(page.getByTestId('concurrency-key').count()).resolves.toBe(0);
+    await expect(t.client.get(urgent.execution_id)).resolves.toMatchObject({ priority: 5, concurrency_key: null });
   });
 });
 

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { CHANNEL_CHANGED, notifyIds } from '../channels';
-import { preparedRows, preparedRowsBeforeCommit, withConnection, type Db } from '../db';
+import { preparedRows, preparedRowsBeforeCommit, type Db } from '../db';
 import type { ExecutionRecord, ExecutionRow } from '../rows';
 import { COMPLETE_CTES, completeExecutions, completionParams, type Completion } from './complete';
 import { CLAIM, statusIn, writes } from './moves';
@@ -63,46 +63,8 @@ export async function claimExecutionsBeforeCommit(
   return { claimed: rows.map(toClaimed), committed: commit };
 }
 
-/**
- * Claims due executions of one task that declared a concurrency limit, keeping at most `cap` of them
- * running over all workers. A transaction of its own takes a transaction-level advisory lock on the
- * task first, so claims of the task run one at a time; only then does it count the running executions
- * (live leases; an expired one is about to be taken over, and its row is claimable) in a statement whose
- * snapshot is taken after the lock (READ COMMITTED, whatever the database's default), and claim at most
- * what is left. The lock is only tried: when another worker holds it, that worker is claiming the task
- * right now, and this one claims nothing rather than wait (a stalled holder cannot stall its loop).
- * An execution counts from its claim until it finishes, sleeps, waits for an event, or is released.
- */
-export async function claimLimitedExecutions(db: Db, task: string, cap: number, limit: number, leaseMs: number, workerId: string | null = null): Promise<ClaimedExecution[]> {
-  if (limit <= 0) return [];
-  const literal = pg.escapeLiteral(task);
-  return withConnection(db, async (connection) => {
-    try {
-      // One round trip in the simple protocol: BEGIN, the lock, and the count after it.
-      const results = (await connection.query(
-        `BEGIN ISOLATION LEVEL READ COMMITTED;
-         SELECT pg_try_advisory_xact_lock(hashtextextended('stepwise.limit:' || ${literal}, 0)) AS locked;
-         SELECT count(*)::int AS n FROM stepwise.executions WHERE task = ${literal} AND status = 'running' AND due_at > now();`,
-      )) as unknown as pg.QueryResult[];
-      const locked = (results[1].rows[0] as { locked: boolean }).locked;
-      const running = (results[2].rows[0] as { n: number }).n;
-      const take = locked ? Math.min(limit, cap - running) : 0;
-      let rows: ClaimRow[] = [];
-      if (take > 0) {
-        const statements = claimStatements([task]);
-        rows = (await connection.query<ClaimRow>({ name: statements.claimName, text: statements.claimSql, values: [take, leaseMs / 1000, workerId] })).rows;
-      }
-      await connection.query('COMMIT');
-      return rows.map(toClaimed);
-    } catch (err) {
-      await connection.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    }
-  });
-}
-
 /** Instants come as epoch milliseconds: a number parses in a fraction of a timestamp's time. */
-type ClaimRow = Pick<ExecutionRow, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'attempts_since_progress' | 'steps_completed' | 'lease_token' | 'parent_id'> & {
+export type ClaimRow = Pick<ExecutionRow, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'attempts_since_progress' | 'steps_completed' | 'lease_token' | 'parent_id'> & {
   started_ms: number;
   ready_ms: number;
   scheduled_ms: number;
@@ -111,7 +73,7 @@ type ClaimRow = Pick<ExecutionRow, 'id' | 'task' | 'status' | 'data' | 'attempt'
 };
 
 /** The claim's result columns, over the CTEs `claimed` and `due` (see claimCtes). */
-const CLAIM_COLUMNS = `claimed.*, due.status AS previous_status, (extract(epoch FROM now()) * 1000)::float8 AS claimed_ms`;
+export const CLAIM_COLUMNS = `claimed.*, due.status AS previous_status, (extract(epoch FROM now()) * 1000)::float8 AS claimed_ms`;
 
 /** A worker's two claiming statements, named and written for its task list (see claimStatements). */
 interface ClaimStatements {
@@ -162,7 +124,7 @@ export function claimStatements(tasks: readonly string[]): ClaimStatements {
   return statements;
 }
 
-const toClaimed = (r: ClaimRow): ClaimedExecution => ({
+export const toClaimed = (r: ClaimRow): ClaimedExecution => ({
   execution: {
     id: r.id,
     task: r.task,
@@ -195,10 +157,10 @@ const toClaimed = (r: ClaimRow): ClaimedExecution => ({
  * one NOTIFY per claim, not per execution.
  */
 function claimCtes(tasks: string, limit: string, leaseSecs: string, workerId: string, exclude: string): string {
-  const range = (status: string) => `SELECT * FROM (
-           SELECT id, status, due_at, attempt, worker_id, attempt_started_at FROM stepwise.executions
+  const range = (status: string, order: string) => `SELECT * FROM (
+           SELECT id, status, due_at, priority, attempt, worker_id, attempt_started_at FROM stepwise.executions
             WHERE task = t.name AND ${status} AND due_at <= now() AND ${exclude}
-            ORDER BY due_at
+            ORDER BY ${order}
             LIMIT ${limit}
             FOR UPDATE SKIP LOCKED
          ) r`;
@@ -207,16 +169,26 @@ function claimCtes(tasks: string, limit: string, leaseSecs: string, workerId: st
          FROM (SELECT u.name FROM unnest(${tasks}) AS u(name)
                 WHERE NOT EXISTS (SELECT 1 FROM stepwise.tasks p WHERE p.name = u.name AND p.paused)) AS t
        CROSS JOIN LATERAL (
-         ${range(FRESH)}
+         ${range(FRESH, 'priority DESC, due_at')}
          UNION ALL
-         ${range(TAKEN_OVER)}
+         ${range(TAKEN_OVER, 'due_at')}
        ) d
-       ORDER BY d.due_at
+       ORDER BY d.priority DESC, d.due_at
        LIMIT ${limit}
      ),
-     lost AS (
+     ${claimWrites('due', leaseSecs, workerId)}`;
+}
+
+/**
+ * The CTEs `lost` and `claimed` of a claim of the rows in `from` (id, status, attempt, worker_id,
+ * attempt_started_at): a takeover records the lost attempt, and every row moves to running under a
+ * fresh lease. A new attempt starts at `startedAt` (a rate-limited claim passes the instant it
+ * stamped its starts with). The claim ends a debounce: a later schedule starts a new execution.
+ */
+export function claimWrites(from: string, leaseSecs: string, workerId: string, startedAt = 'now()'): string {
+  return `lost AS (
        INSERT INTO stepwise.attempts (execution_id, attempt, worker_id, started_at, ended_at, outcome)
-       SELECT id, attempt, worker_id, attempt_started_at, now(), 'lost' FROM due WHERE status = 'running' AND attempt > 0
+       SELECT id, attempt, worker_id, attempt_started_at, now(), 'lost' FROM ${from} WHERE status = 'running' AND attempt > 0
        ON CONFLICT (execution_id, attempt) DO NOTHING
      ),
      claimed AS (
@@ -228,9 +200,9 @@ function claimCtes(tasks: string, limit: string, leaseSecs: string, workerId: st
               due_at = now() + make_interval(secs => ${leaseSecs}),
               started_at = coalesce(e.started_at, now()),
               worker_id = ${workerId}::uuid,
-              attempt_started_at = CASE WHEN e.status = 'waiting' THEN e.attempt_started_at ELSE now() END,
-              wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL
-        WHERE e.id = ANY(ARRAY(SELECT id FROM due))
+              attempt_started_at = CASE WHEN e.status = 'waiting' THEN e.attempt_started_at ELSE ${startedAt} END,
+              wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL, debounce_key = NULL
+        WHERE e.id = ANY(ARRAY(SELECT id FROM ${from}))
         RETURNING e.id, e.task, e.status, e.data, e.attempt, e.attempts_since_progress, e.steps_completed, e.lease_token, e.parent_id,
                   (extract(epoch FROM e.started_at) * 1000)::float8 AS started_ms,
                   (extract(epoch FROM greatest(e.created_at, e.start_at)) * 1000)::float8 AS ready_ms,

@@ -1,0 +1,203 @@
+import { createHash } from 'node:crypto';
+import pg from 'pg';
+import type { FlowPolicy } from '../../domain/flow';
+import { withConnection, type Db } from '../db';
+import { CLAIM_COLUMNS, claimWrites, toClaimed, type ClaimedExecution, type ClaimRow } from './claim';
+
+/** What a claim of a throttled task did. */
+export interface ThrottledClaim {
+  claimed: ClaimedExecution[];
+  /** The key this claim ended on: the next claim starts after it, so keys take turns ('' at first). */
+  cursor: string;
+  /** Due executions were left although the worker had room: which limit held them, or null. */
+  heldBy: 'concurrency' | 'rate' | null;
+  /** The claim stopped at a key's share of the room while that key had more: claim again at once. */
+  more: boolean;
+}
+
+type ThrottledRow = Partial<ClaimRow> & { next_cursor: string | null; held_by_rate: number; due_left: boolean; share_full: boolean };
+
+/** A prepared claim; `keyed` ones take the cursor as $4. */
+interface ThrottledStatement {
+  name: string;
+  text: string;
+  keyed: boolean;
+}
+
+const statementsByPolicy = new Map<string, ThrottledStatement>();
+
+/**
+ * Claims due executions of one task with a concurrency limit or a rate limit, keeping both exactly
+ * over all workers. A transaction of its own takes a transaction-level advisory lock on the task, so
+ * claims of the task run one at a time; the claim statement runs after the lock (READ COMMITTED, so
+ * its snapshot includes every claim that committed before) and counts what runs and what started.
+ * The lock is only tried: when another worker holds it, that worker is claiming the task right now,
+ * and this one claims nothing rather than wait (a stalled holder cannot stall its loop).
+ *
+ * An execution counts against a concurrency limit from its claim until it finishes, sleeps, waits for
+ * an event or is released (a live lease); a start counts against a rate limit for `period` from the
+ * instant its claim read the clock, taken after the lock so that starts are stamped in lock order.
+ */
+export async function claimThrottledExecutions(
+  db: Db,
+  task: string,
+  policy: FlowPolicy,
+  want: number,
+  leaseMs: number,
+  workerId: string | null,
+  cursor: string,
+): Promise<ThrottledClaim> {
+  const none: ThrottledClaim = { claimed: [], cursor, heldBy: null, more: false };
+  if (want <= 0) return none;
+  const statement = throttledStatement(task, policy);
+  return withConnection(db, async (connection) => {
+    try {
+      // One round trip in the simple protocol: BEGIN and the lock.
+      const results = (await connection.query(
+        `BEGIN ISOLATION LEVEL READ COMMITTED;
+         SELECT pg_try_advisory_xact_lock(hashtextextended('stepwise.limit:' || ${pg.escapeLiteral(task)}, 0)) AS locked;`,
+      )) as unknown as pg.QueryResult[];
+      let rows: ThrottledRow[] = [];
+      if ((results[1].rows[0] as { locked: boolean }).locked) {
+        rows = (await connection.query<ThrottledRow>({ name: statement.name, text: statement.text, values: statement.keyed ? [want, leaseMs / 1000, workerId, cursor] : [want, leaseMs / 1000, workerId] })).rows;
+      }
+      await connection.query('COMMIT');
+      if (rows.length === 0) return none;
+      const claimed = rows.filter((r) => r.id !== null && r.id !== undefined).map((r) => toClaimed(r as ClaimRow));
+      const summary = rows[0];
+      const heldBy = claimed.length < want && summary.due_left ? (summary.held_by_rate > 0 ? 'rate' : 'concurrency') : null;
+      return { claimed, cursor: summary.next_cursor ?? cursor, heldBy, more: summary.share_full && claimed.length < want };
+    } catch (err) {
+      await connection.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
+  });
+}
+
+/**
+ * The claim statement of one task under one policy ($1 the room, $2 lease seconds, $3 worker id, $4
+ * the cursor), with the task and the limits written into the text and prepared once per connection.
+ *
+ * - Groups: with a keyed limit, the keys that have due executions, found by skipping through the
+ *   key's index one key at a time (a loose index scan: one probe per key, however long a key's
+ *   backlog), starting after the cursor and wrapping around (every key sorts after '', the first
+ *   cursor), then the keys that have only expired leases to take over. Keys at their concurrency limit are skipped; the first $1 with room are
+ *   kept. The recursion runs only as far as the LIMIT pulls it. Without a key, one group: the task.
+ * - Candidates: each group's due executions in priority then due order, at most its room and its
+ *   share of $1 (split evenly between the groups), locked with SKIP LOCKED.
+ * - Picked: the candidates in turns (every group's first, then every group's second, ...), without
+ *   more starts per rate key than the window has left (a resume after a sleep or an event is no
+ *   start), and, for an unkeyed concurrency limit, no more than the task has room for.
+ */
+function throttledStatement(task: string, policy: FlowPolicy): ThrottledStatement {
+  const key = JSON.stringify([task, policy.concurrency, policy.rateLimit]);
+  let statement = statementsByPolicy.get(key);
+  if (statement) return statement;
+  const T = pg.escapeLiteral(task);
+  const conc = policy.concurrency;
+  const rate = policy.rateLimit;
+  // The column executions are grouped by: the concurrency key, else the rate key, else none.
+  const group = conc?.key ? 'concurrency_key' : rate?.key ? 'rate_key' : null;
+  const fresh = `task = ${T} AND status IN ('pending','waiting') AND due_at <= now()`;
+  const expired = `task = ${T} AND status = 'running' AND due_at <= now()`;
+  const columns = 'id, status, due_at, priority, attempt, worker_id, attempt_started_at, rate_key';
+  const running = (where: string) => `(SELECT count(*) FROM stepwise.executions WHERE task = ${T} AND status = 'running' AND due_at > now()${where})::int`;
+  const candidates = (where: string, limit: string) => `SELECT * FROM (
+             SELECT ${columns} FROM stepwise.executions WHERE ${fresh}${where}
+              ORDER BY priority DESC, due_at LIMIT ${limit} FOR UPDATE SKIP LOCKED) f
+           UNION ALL
+           SELECT * FROM (
+             SELECT ${columns} FROM stepwise.executions WHERE ${expired}${where}
+              ORDER BY due_at LIMIT ${limit} FOR UPDATE SKIP LOCKED) x`;
+  let groups: string;
+  if (group) {
+    const next = (after: string, upTo: string) => `SELECT ${group} FROM stepwise.executions
+            WHERE ${fresh} AND ${group} IS NOT NULL AND ${after}${upTo} ORDER BY ${group} LIMIT 1`;
+    const room = conc?.key ? `${conc.limit} - ${running(` AND concurrency_key = r.k`)}` : '$1::int';
+    groups = `after_keys(k) AS (
+       (${next(`${group} > $4::text`, '')})
+       UNION ALL
+       SELECT (${next(`${group} > a.k`, '')}) FROM after_keys a WHERE a.k IS NOT NULL
+     ),
+     before_keys(k) AS (
+       (${next(`${group} <= $4::text`, '')})
+       UNION ALL
+       SELECT (${next(`${group} > b.k`, ` AND ${group} <= $4::text`)}) FROM before_keys b WHERE b.k IS NOT NULL
+     ),
+     ring AS (
+       SELECT k FROM after_keys WHERE k IS NOT NULL
+       UNION ALL
+       SELECT k FROM before_keys WHERE k IS NOT NULL
+       UNION ALL
+       SELECT DISTINCT x.${group} FROM stepwise.executions x
+        WHERE x.task = ${T} AND x.status = 'running' AND x.due_at <= now() AND x.${group} IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM stepwise.executions y
+                           WHERE y.task = ${T} AND y.status IN ('pending','waiting') AND y.due_at <= now() AND y.${group} = x.${group})
+     ),
+     groups AS (
+       SELECT g.k, g.room, row_number() OVER () AS pos, count(*) OVER () AS n FROM (
+         SELECT r.k, m.room FROM ring r CROSS JOIN LATERAL (SELECT ${room} AS room) m WHERE m.room > 0 LIMIT $1
+       ) g
+     ),
+     cand AS (
+       SELECT c.*, g.k, g.pos, g.room, least(g.room, ceil($1::float8 / g.n)::int) AS share,
+              row_number() OVER (PARTITION BY g.k ORDER BY c.priority DESC, c.due_at) AS rank
+         FROM groups g CROSS JOIN LATERAL (
+           ${candidates(` AND ${group} = g.k`, 'least(g.room, ceil($1::float8 / g.n)::int) + 1')}
+         ) c
+     ),`;
+  } else {
+    groups = `cand AS (
+       SELECT c.*, ''::text AS k, 1::bigint AS pos, $1::int AS room, $1::int AS share, row_number() OVER (ORDER BY c.priority DESC, c.due_at) AS rank
+         FROM (${candidates('', '$1::int')}) c
+     ),`;
+  }
+  // Rooms: the task's, for an unkeyed concurrency limit; each rate key's, for a rate limit.
+  const taskRoom = conc && !conc.key ? `greatest(0, least($1::int, ${conc.limit} - ${running('')}))` : '$1::int';
+  const period = rate ? `make_interval(secs => ${rate.periodMs / 1000})` : '';
+  const rateRooms = rate
+    ? `rates AS (
+       SELECT rk, ${rate.limit} - (SELECT count(*) FROM stepwise.rate_starts s, clock WHERE s.task = ${T} AND s.key = rk AND s.started_at > clock.t - ${period})::int AS room
+         FROM (SELECT DISTINCT coalesce(rate_key, '') AS rk FROM cand) d
+     ),`
+    : '';
+  const startRoom = rate ? '(SELECT room FROM rates WHERE rates.rk = coalesce(r.rate_key, \'\'))' : '$1::int';
+  const rateWrites = rate
+    ? `started AS (
+       INSERT INTO stepwise.rate_starts (task, key, started_at)
+       SELECT ${T}, coalesce(rate_key, ''), clock.t FROM picked, clock WHERE status <> 'waiting'
+     ),
+     forgotten AS (
+       DELETE FROM stepwise.rate_starts WHERE task = ${T} AND started_at <= (SELECT t FROM clock) - ${period}
+     ),`
+    : '';
+  const text = `WITH RECURSIVE
+     clock AS MATERIALIZED (SELECT clock_timestamp() AS t),
+     ${groups}
+     ${rateRooms}
+     ranked AS (
+       SELECT c.*, CASE WHEN c.status <> 'waiting' THEN row_number() OVER (PARTITION BY coalesce(c.rate_key, ''), c.status <> 'waiting' ORDER BY c.rank, c.pos) END AS start_rank
+         FROM cand c WHERE c.rank <= c.share
+     ),
+     allowed AS (
+       SELECT r.*, (r.status <> 'waiting' AND r.start_rank > ${startRoom}) AS over_rate FROM ranked r
+     ),
+     picked AS MATERIALIZED (
+       SELECT * FROM allowed
+        WHERE NOT over_rate AND NOT EXISTS (SELECT 1 FROM stepwise.tasks p WHERE p.name = ${T} AND p.paused)
+        ORDER BY rank, pos LIMIT ${taskRoom}
+     ),
+     ${rateWrites}
+     ${claimWrites('picked', '$2', '$3', rate ? '(SELECT t FROM clock)' : 'now()')},
+     summary AS (
+       SELECT (SELECT k FROM picked ORDER BY pos DESC LIMIT 1) AS next_cursor,
+              (SELECT count(*) FROM allowed WHERE over_rate)::int AS held_by_rate,
+              EXISTS (SELECT 1 FROM stepwise.executions WHERE ${fresh} AND id <> ALL(ARRAY(SELECT id FROM picked))) AS due_left,
+              EXISTS (SELECT 1 FROM cand WHERE rank > share AND share < room) AS share_full,
+              (SELECT count(*) FROM claim_notified) AS _c
+     )
+     SELECT c.*, s.* FROM summary s LEFT JOIN (SELECT ${CLAIM_COLUMNS} FROM claimed JOIN picked due USING (id)) c ON true`;
+  statement = { name: `stepwise_claim_throttled_${createHash('sha256').update(text).digest('hex').slice(0, 16)}`, text, keyed: group !== null };
+  statementsByPolicy.set(key, statement);
+  return statement;
+}
