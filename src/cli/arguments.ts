@@ -17,6 +17,13 @@ export function parseCount(minimum: number, maximum = Number.MAX_SAFE_INTEGER) {
   };
 }
 
+/** A priority: a whole number from -1,000,000 to 1,000,000 (--priority). */
+export function parsePriority(value: string): number {
+  const n = Number(value);
+  if (!/^-?\d+$/.test(value.trim()) || Math.abs(n) > 1_000_000) throw new InvalidArgumentError('must be an integer from -1000000 to 1000000');
+  return n;
+}
+
 /** A number of seconds, 0 or more, such as --timeout. */
 export function parseSeconds(value: string): number {
   const n = Number(value);

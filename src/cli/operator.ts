@@ -7,7 +7,7 @@ import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { StepwiseWaitTimeoutError, type Execution, type StepwiseClient } from '../client';
 import { EXECUTION_STATUSES, isTerminal } from '../domain/status';
-import { collect, parseCount, parseInstantOption, parseSeconds } from './arguments';
+import { collect, parseCount, parseInstantOption, parsePriority, parseSeconds } from './arguments';
 import { addBulkCommands } from './bulk';
 import { addWebhookCommands } from './webhooks';
 import { commandGroup, DEFAULT_URL, print, printJson, withClient, withConnectionOptions, type ConnectionFlags } from './command-runner';
@@ -148,12 +148,13 @@ function addExecutionCommands(program: Command): void {
     .option('--key <idempotency-key>', 'at most one execution per key: a repeat returns the existing one')
     .option('--start-at <instant>', 'start no earlier than this ISO 8601 instant with a time zone, such as 2030-01-06T09:00:00Z')
     .option('--tag <tag>', 'a label to find the execution by (executions list --tag); repeat it for several, up to 20', collect)
+    .option('--priority <n>', 'claimed before due executions of lower priority (-1000000 to 1000000, default 0)', parsePriority)
     .option('-q, --quiet', 'print only the execution id')
-    .action(async (task: string, inline: string | undefined, flags: ConnectionFlags & { dataFile?: string; key?: string; startAt?: string; tag?: string[]; quiet?: boolean }) =>
+    .action(async (task: string, inline: string | undefined, flags: ConnectionFlags & { dataFile?: string; key?: string; startAt?: string; tag?: string[]; priority?: number; quiet?: boolean }) =>
       withClient(flags, async (client) => {
         const data = await readJsonInput({ inline, file: flags.dataFile, name: 'DATA', fileFlag: '--data-file', fallback: {} });
         if (!isJsonObject(data)) throw new UsageError(`the data must be a JSON object, such as '{"orderId":"A-1"}'; got ${JSON.stringify(data)?.slice(0, 60)}`);
-        const { created, ...scheduled } = await client.schedule(task, data, { idempotencyKey: flags.key, startAt: flags.startAt, tags: flags.tag });
+        const { created, ...scheduled } = await client.schedule(task, data, { idempotencyKey: flags.key, startAt: flags.startAt, tags: flags.tag, priority: flags.priority });
         if (flags.json) printJson(scheduled);
         else print(flags.quiet ? `${scheduled.execution_id}\n` : renderScheduled(scheduled, created));
       }),

@@ -1,4 +1,5 @@
 /** The operator commands' human output, one function per kind of answer. `--json` bypasses all of it. */
+import { describeLimits } from '../domain/flow-text';
 import type {
   Attempt,
   BulkResult,
@@ -48,6 +49,8 @@ export function renderExecution(e: Execution): string {
     ['execution', e.execution_id],
     ['task', e.task],
     ['status', e.status],
+    ...(e.priority !== 0 ? [['priority', String(e.priority)] as [string, string]] : []),
+    ...(e.concurrency_key !== null ? [['concurrency key', e.concurrency_key === '' ? '(no value)' : e.concurrency_key] as [string, string]] : []),
     ['attempt', String(e.attempt)],
     ['steps', `${e.steps_completed} completed${e.current_step ? `, in progress: ${e.current_step}` : ''}`],
   ];
@@ -143,7 +146,7 @@ export function renderTasks(tasks: readonly Task[]): string {
       { header: 'paused' },
       { header: 'workers', align: 'right' },
       ...(['pending', 'running', 'waiting', 'completed', 'failed', 'cancelled'] as const).map((header) => ({ header, align: 'right' as const })),
-      { header: 'limit', align: 'right' },
+      { header: 'limits', max: NOTE_MAX },
       { header: 'cron', max: NOTE_MAX },
     ],
     tasks.map((t) => [
@@ -151,7 +154,7 @@ export function renderTasks(tasks: readonly Task[]): string {
       t.paused ? 'yes' : 'no',
       String(t.workers),
       ...[t.counts.pending, t.counts.running, t.counts.waiting, t.counts.completed, t.counts.failed, t.counts.cancelled].map(String),
-      t.concurrency_limit === null ? '–' : String(t.concurrency_limit),
+      describeLimits(t).map((l) => l.text).join(', ') || '–',
       t.cron ? `${t.cron.pattern} ${t.cron.timezone}${t.cron.next_at ? `, next ${formatUtc(t.cron.next_at)} UTC` : ''}` : '–',
     ]),
   );

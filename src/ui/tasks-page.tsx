@@ -4,7 +4,7 @@ import type { Task } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
 import { ApiErrorBox, Instant, JsonEditor, Section } from './components';
 import { formatJson } from '../domain/format';
-import { describeLimits, formatPeriod } from './flow';
+import { describeLimits, formatPeriod } from '../domain/flow-text';
 import { checkJson, sampleFromSchema, type JsonProblem } from './json-input';
 import { routeHref } from './routes';
 import { STATUSES } from './statuses';

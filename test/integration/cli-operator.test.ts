@@ -152,6 +152,19 @@ describe('stepwise executions', () => {
     await api.client.cancel(delayed.stdout.trim());
   });
 
+  test('schedule --priority sets the priority, which get prints; a bad one is a usage error', async () => {
+    const later = new Date(Date.now() + 3600_000).toISOString();
+    const scheduled = await stepwise(['executions', 'schedule', 'op-quick', '{"n":50}', '--start-at', later, '--priority', '-7', '-q']);
+    expect(scheduled).toMatchObject({ code: 0, stderr: '' });
+    const id = scheduled.stdout.trim();
+    expect(await api.client.get(id)).toMatchObject({ priority: -7 });
+    expect((await stepwise(['executions', 'get', id])).stdout).toMatch(/^priority +-7$/m);
+    await api.client.cancel(id);
+    const bad = await stepwise(['executions', 'schedule', 'op-quick', '--priority', '1.5']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('must be an integer from -1000000 to 1000000');
+  });
+
   test('list prints aligned ID, TASK, STATUS, CREATED, DURATION, TAGS columns and filters by --status and --task', async () => {
     const { execution_id: done } = await api.client.schedule('op-quick', { n: 5 });
     const { execution_id: asleep } = await api.client.schedule('op-sleepy');
@@ -599,7 +612,7 @@ describe('stepwise tasks list and workers', () => {
     const [text, json] = await Promise.all([stepwise(['tasks', 'list']), stepwise(['tasks', 'list', '--json'])]);
     expect(text).toMatchObject({ code: 0, stderr: '' });
     const { header, rows } = tableOf(text.stdout);
-    expect(header).toEqual(['NAME', 'PAUSED', 'WORKERS', 'PENDING', 'RUNNING', 'WAITING', 'COMPLETED', 'FAILED', 'CANCELLED', 'LIMIT', 'CRON']);
+    expect(header).toEqual(['NAME', 'PAUSED', 'WORKERS', 'PENDING', 'RUNNING', 'WAITING', 'COMPLETED', 'FAILED', 'CANCELLED', 'LIMITS', 'CRON']);
     const tasks = await api.client.listTasks();
     expect(rows.map((cells) => cells[0])).toEqual(tasks.map((t) => t.name));
     const doomedTask = tasks.find((t) => t.name === 'op-doomed');

@@ -1,5 +1,11 @@
-/** A task's flow control (concurrency, rate limit, debounce) in plain words for the tasks page. No DOM. */
-import type { Task } from '../client';
+/** A task's flow control (concurrency, rate limit, debounce) in plain words, for the dashboard and the CLI. */
+
+/** A task's limits as GET /tasks shows them. */
+export interface TaskLimits {
+  concurrency: { limit: number; key: string | null } | null;
+  rate_limit: { limit: number; period_ms: number; key: string | null } | null;
+  debounce: { period_ms: number; key: string | null } | null;
+}
 
 const UNITS: [string, number][] = [
   ['d', 86_400_000],
@@ -28,7 +34,7 @@ const perKey = (key: string | null) => (key === null ? '' : ` per ${key}`);
 export type FlowLimit = { kind: 'concurrency' | 'rate-limit' | 'debounce'; text: string; title: string };
 
 /** `5 at once per /tenantId`, `100 per 1m per /tenantId`, `debounce 5s per /user`: the task's limits, in that order. */
-export function describeLimits(task: Pick<Task, 'concurrency' | 'rate_limit' | 'debounce'>): FlowLimit[] {
+export function describeLimits(task: TaskLimits): FlowLimit[] {
   const limits: FlowLimit[] = [];
   const { concurrency: c, rate_limit: r, debounce: d } = task;
   if (c) {
