@@ -5,7 +5,7 @@ import type { FlowPolicy } from '../domain/flow';
 import { claimExecutionsBeforeCommit, completeAndClaimBeforeCommit, type ClaimedExecution, type CompleteAndClaimResult } from '../store/transitions/claim';
 import { claimThrottledExecutions } from '../store/transitions/claim-throttled';
 import { type Completion } from '../store/transitions/complete';
-import { upsertTasks } from '../store/tasks';
+import { rekeyExecutions, upsertTasks } from '../store/tasks';
 import { CronFirer } from './cron';
 import { ExecutionRunner } from './execution-runner';
 import { renewHeldLeases } from './lease-renewal';
@@ -18,6 +18,12 @@ import { DEFAULT_LIMITS, type WorkerOptions } from './worker-options';
 import { presenceTimings, WorkerPresence } from './worker-presence';
 
 export type { WorkerObserver, WorkerOptions } from './worker-options';
+
+/**
+ * When a worker's registration changed a task's keys, how long until it keys the task's unfinished
+ * executions once more: long enough for schedules in flight during the change to have committed.
+ */
+const REKEY_AGAIN_MS = 10_000;
 
 /** A worker's life: it claims only while running; stopping lets go of what it holds. */
 export const WORKER_STATES = Object.freeze({ created: 'created', running: 'running', stopping: 'stopping', stopped: 'stopped' } as const);
@@ -54,6 +60,8 @@ export class Worker {
   private readonly signal = new WakeSignal();
   private loopDone: Promise<void> | undefined;
   private renewTimer: NodeJS.Timeout | undefined;
+  /** The second pass over executions whose keys changed at registration (see rekeyExecutions). */
+  private rekeyTimer: NodeJS.Timeout | undefined;
   private stopping: Promise<void> | undefined;
   /** Fires the tasks that declared a cron schedule, when any did. */
   private cron: CronFirer | undefined;
@@ -113,6 +121,13 @@ export class Worker {
       throw failed.reason;
     }
     this.state = WORKER_STATES.running;
+    const rekeyed = (started[0] as PromiseFulfilledResult<string[]>).value;
+    if (rekeyed.length > 0) {
+      this.rekeyTimer = setTimeout(() => {
+        rekeyExecutions(this.options.db, rekeyed).catch((err: Error) => this.options.log.warn({ err: err.message, tasks: rekeyed }, 'keying executions again failed'));
+      }, REKEY_AGAIN_MS);
+      this.rekeyTimer.unref();
+    }
     // Renewed at a third of the lease, so a failed renewal or two do not lose it.
     const renewal = { db: this.options.db, log: this.options.log, leaseMs: this.leaseMs, onDatabaseError: () => this.options.observer?.databaseError?.() };
     this.renewTimer = setInterval(() => void renewHeldLeases(this.slots, renewal), Math.max(200, Math.floor(this.leaseMs / 3)));
@@ -146,6 +161,7 @@ export class Worker {
     await this.completions.idle();
     this.progress.stop();
     clearInterval(this.renewTimer);
+    clearTimeout(this.rekeyTimer);
     this.signal.clearTimers();
     await Promise.all([this.notifications.stop(), this.presence.stop()]);
     this.state = WORKER_STATES.stopped;

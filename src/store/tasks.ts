@@ -80,10 +80,11 @@ export const flowKeySql = (data: string, path: string) => `CASE WHEN ${path} IS 
 
 /**
  * Records (or refreshes) the tasks a worker serves; the last worker to start defines the schemas. API
- * servers hear of it on CHANNEL_TASKS when it commits and drop the validators they cached.
+ * servers hear of it on CHANNEL_TASKS when it commits and drop the validators they cached. Returns
+ * the tasks whose flow-control keys changed, whose unfinished executions it keyed again.
  */
-export async function upsertTasks(db: Db, tasks: readonly TaskRegistration[]): Promise<void> {
-  if (tasks.length === 0) return;
+export async function upsertTasks(db: Db, tasks: readonly TaskRegistration[]): Promise<string[]> {
+  if (tasks.length === 0) return [];
   const flows = tasks.map((t) => t.flow ?? NO_FLOW);
   // The tasks whose keys changed (or are new), from the rows as they were before this statement.
   const changed = await queryRows<{ name: string }>(
@@ -121,14 +122,18 @@ export async function upsertTasks(db: Db, tasks: readonly TaskRegistration[]): P
       flows.map((f) => pathJson(f.debounce?.key)),
     ],
   );
-  if (changed.length > 0) await rekeyExecutions(db, changed.map((c) => c.name));
+  const names = changed.map((c) => c.name);
+  if (names.length > 0) await rekeyExecutions(db, names);
+  return names;
 }
 
 /**
  * Computes again the keys of the unfinished executions of tasks whose keys changed: a deploy that
  * adds or moves a key applies it to the backlog too, not only to executions scheduled from now on.
+ * An insert whose statement began before the change committed computed the old keys and may commit
+ * after this update: the registering worker runs it once more a little later (see Worker.start).
  */
-async function rekeyExecutions(db: Db, names: readonly string[]): Promise<void> {
+export async function rekeyExecutions(db: Db, names: readonly string[]): Promise<void> {
   await queryRows(
     db,
     `UPDATE stepwise.executions e

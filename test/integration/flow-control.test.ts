@@ -4,7 +4,7 @@ import { defineTask, schedule, Type } from '../../src/index';
 import { parseFlow, type FlowOptions, type FlowPolicy } from '../../src/domain/flow';
 import { queryRows } from '../../src/store/db';
 import { insertExecutions, type NewExecution } from '../../src/store/executions';
-import { upsertTasks } from '../../src/store/tasks';
+import { rekeyExecutions, upsertTasks } from '../../src/store/tasks';
 import { claimExecutions, type ClaimedExecution } from '../../src/store/transitions/claim';
 import { claimThrottledExecutions } from '../../src/store/transitions/claim-throttled';
 import { startTestApi, type TestApi } from '../helpers/api-server';
@@ -149,6 +149,17 @@ describe('keyed concurrency', () => {
     await register(task, {});
     const cleared = await queryRows<{ key: string | null }>(api.db, 'SELECT concurrency_key AS key FROM stepwise.executions WHERE task = ?', [task]);
     expect(cleared.map((k) => k.key)).toEqual([null, null]);
+  });
+
+  test('an execution inserted with the old keys while the keys changed is keyed by the second pass', async () => {
+    const task = uniqueTask('rekey');
+    const policy = await register(task, { concurrency: { limit: 1, key: '/tenant' } });
+    await insertExecutions(api.db, [{ task, data: { tenant: 'late' } }]);
+    // As if its INSERT had read the task's row before the key was registered.
+    await queryRows(api.db, 'UPDATE stepwise.executions SET concurrency_key = NULL WHERE task = ?', [task]);
+    expect((await claimThrottledExecutions(api.db, task, policy, 5, 30_000, null, '')).claimed).toEqual([]);
+    await rekeyExecutions(api.db, [task]);
+    expect(tenantsOf((await claimThrottledExecutions(api.db, task, policy, 5, 30_000, null, '')).claimed)).toEqual(['late']);
   });
 
   test('a paused keyed task is not claimed', async () => {
