@@ -86,3 +86,13 @@ export function parseFlow(task: string, options: FlowOptions): FlowPolicy {
 export function isThrottled(policy: FlowPolicy): boolean {
   return policy.concurrency !== null || policy.rateLimit !== null;
 }
+
+/**
+ * True when a worker may claim the task ahead of its free handler slots (prefetch). Not with a rate
+ * limit, whose starts are stamped at the claim and must not begin later in a burst; not with an
+ * unkeyed concurrency limit, usually small, whose places a worker's buffer would keep from the
+ * others. A keyed limit spreads a claim over its keys, so a buffer holds little of any one key.
+ */
+export function mayPrefetch(policy: FlowPolicy): boolean {
+  return policy.rateLimit === null && policy.concurrency?.key != null;
+}

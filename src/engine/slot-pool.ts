@@ -116,8 +116,9 @@ export class SlotPool {
   }
 
   /**
-   * Room for a task with a concurrency limit: free handler slots only, never prefetch room, since a
-   * place in the limit held by a buffered execution would be one no other worker could run.
+   * Room for a task with an unkeyed concurrency limit or a rate limit: free handler slots only, never
+   * prefetch room, since a place in the limit held by a buffered execution would be one no other
+   * worker could run, and a start counted at the claim must not begin later.
    */
   roomForLimited(): number {
     return Math.min(this.freeSlots(), this.concurrency - this.running - this.buffer.length);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { GroupCommitter } from '../group-commit';
 import { isDatabaseUnavailable } from '../store/db-errors';
-import type { FlowPolicy } from '../domain/flow';
+import { mayPrefetch, type FlowPolicy } from '../domain/flow';
 import { claimExecutionsBeforeCommit, completeAndClaimBeforeCommit, type ClaimedExecution, type CompleteAndClaimResult } from '../store/transitions/claim';
 import { claimThrottledExecutions } from '../store/transitions/claim-throttled';
 import { type Completion } from '../store/transitions/complete';
@@ -216,15 +216,15 @@ export class Worker {
 
   /**
    * Claims executions of the tasks with a concurrency or rate limit into the free handler slots, one
-   * task at a time (see claimThrottledExecutions); returns how many it claimed. Never into prefetch
-   * room (see SlotPool.roomForLimited). A claim that stopped at a key's share while that key had more
+   * task at a time (see claimThrottledExecutions); returns how many it claimed. Into prefetch room
+   * only for a keyed concurrency limit without a rate limit (see mayPrefetch). A claim that stopped at a key's share while that key had more
    * wakes the loop for another round. A failure is logged and ends the round: the next wake-up or poll
    * tries again.
    */
   private async claimLimited(): Promise<number> {
     let taken = 0;
     for (const [task, policy] of this.limits) {
-      const room = this.slots.roomForLimited();
+      const room = mayPrefetch(policy) ? this.slots.freeSlots() : this.slots.roomForLimited();
       if (room <= 0 || this.state !== WORKER_STATES.running) break;
       const claimSentAt = Date.now();
       this.slots.reserveSlots(room);

@@ -50,18 +50,22 @@ export async function claimThrottledExecutions(
   const none: ThrottledClaim = { claimed: [], cursor, heldBy: null, more: false };
   if (want <= 0) return none;
   const statement = throttledStatement(task, policy);
+  const args = [String(want), String(leaseMs / 1000), workerId === null ? 'NULL' : pg.escapeLiteral(workerId), ...(statement.keyed ? [pg.escapeLiteral(cursor)] : [])];
   return withConnection(db, async (connection) => {
     try {
-      // One round trip in the simple protocol: BEGIN and the lock.
+      const prepared = preparedOn(connection);
+      const prepare = prepared.has(statement.name) ? '' : `PREPARE ${statement.name}(${statement.keyed ? 'int, float8, uuid, text' : 'int, float8, uuid'}) AS ${statement.text};`;
+      // One round trip: BEGIN, the lock (its outcome kept in a transaction-local setting the claim
+      // reads), the claim in a statement of its own, whose snapshot is taken after the lock, and COMMIT.
       const results = (await connection.query(
-        `BEGIN ISOLATION LEVEL READ COMMITTED;
-         SELECT pg_try_advisory_xact_lock(hashtextextended('stepwise.limit:' || ${pg.escapeLiteral(task)}, 0)) AS locked;`,
+        `${prepare}
+         BEGIN ISOLATION LEVEL READ COMMITTED;
+         SELECT set_config('stepwise.claim_locked', pg_try_advisory_xact_lock(hashtextextended('stepwise.limit:' || ${pg.escapeLiteral(task)}, 0))::text, true);
+         EXECUTE ${statement.name}(${args.join(', ')});
+         COMMIT;`,
       )) as unknown as pg.QueryResult[];
-      let rows: ThrottledRow[] = [];
-      if ((results[1].rows[0] as { locked: boolean }).locked) {
-        rows = (await connection.query<ThrottledRow>({ name: statement.name, text: statement.text, values: statement.keyed ? [want, leaseMs / 1000, workerId, cursor] : [want, leaseMs / 1000, workerId] })).rows;
-      }
-      await connection.query('COMMIT');
+      prepared.add(statement.name);
+      const rows = results[results.length - 2].rows as ThrottledRow[];
       if (rows.length === 0) return none;
       const claimed = rows.filter((r) => r.id !== null && r.id !== undefined).map((r) => toClaimed(r as ClaimRow));
       const summary = rows[0];
@@ -69,9 +73,21 @@ export async function claimThrottledExecutions(
       return { claimed, cursor: summary.next_cursor ?? cursor, heldBy, more: summary.share_full && claimed.length < want };
     } catch (err) {
       await connection.query('ROLLBACK').catch(() => undefined);
+      // PREPARE is not undone by a rollback: learn whether it ran, so the next claim neither repeats nor skips it.
+      const found = await connection.query('SELECT 1 FROM pg_prepared_statements WHERE name = $1', [statement.name]).catch(() => undefined);
+      if (found?.rowCount) preparedOn(connection).add(statement.name);
       throw err;
     }
   });
+}
+
+/** The claim statements each connection has prepared (PREPARE, in SQL: they run inside one simple query). */
+const preparedByConnection = new WeakMap<object, Set<string>>();
+
+function preparedOn(connection: object): Set<string> {
+  let names = preparedByConnection.get(connection);
+  if (!names) preparedByConnection.set(connection, (names = new Set()));
+  return names;
 }
 
 /**
@@ -99,6 +115,8 @@ function throttledStatement(task: string, policy: FlowPolicy): ThrottledStatemen
   // The column executions are grouped by: the concurrency key, else the rate key, else none.
   const group = conc?.key ? 'concurrency_key' : rate?.key ? 'rate_key' : null;
   const fresh = `task = ${T} AND status IN ('pending','waiting') AND due_at <= now()`;
+  // Nothing is read or locked unless this transaction holds the task's lock (see claimThrottledExecutions).
+  const gate = `current_setting('stepwise.claim_locked', true) = 'true'`;
   const expired = `task = ${T} AND status = 'running' AND due_at <= now()`;
   const columns = 'id, status, due_at, priority, attempt, worker_id, attempt_started_at, rate_key';
   const running = (where: string) => `(SELECT count(*) FROM stepwise.executions WHERE task = ${T} AND status = 'running' AND due_at > now()${where})::int`;
@@ -136,28 +154,29 @@ function throttledStatement(task: string, policy: FlowPolicy): ThrottledStatemen
      ),
      groups AS (
        SELECT g.k, g.room, row_number() OVER () AS pos, count(*) OVER () AS n FROM (
-         SELECT r.k, m.room FROM ring r CROSS JOIN LATERAL (SELECT ${room} AS room) m WHERE m.room > 0 LIMIT $1
+         SELECT r.k, m.room FROM ring r CROSS JOIN LATERAL (SELECT ${room} AS room OFFSET 0) m WHERE ${gate} AND m.room > 0 LIMIT $1
        ) g
      ),
      cand AS (
        SELECT c.*, g.k, g.pos, g.room, least(g.room, ceil($1::float8 / g.n)::int) AS share,
               row_number() OVER (PARTITION BY g.k ORDER BY c.priority DESC, c.due_at) AS rank
          FROM groups g CROSS JOIN LATERAL (
-           ${candidates(` AND ${group} = g.k`, 'least(g.room, ceil($1::float8 / g.n)::int) + 1')}
+           ${candidates(` AND ${group} = g.k`, 'least(g.room, ceil($1::float8 / g.n)::int + 1)')}
          ) c
      ),`;
   } else {
     groups = `cand AS (
        SELECT c.*, ''::text AS k, 1::bigint AS pos, $1::int AS room, $1::int AS share, row_number() OVER (ORDER BY c.priority DESC, c.due_at) AS rank
          FROM (${candidates('', '$1::int')}) c
+        WHERE ${gate}
      ),`;
   }
   // Rooms: the task's, for an unkeyed concurrency limit; each rate key's, for a rate limit.
   const taskRoom = conc && !conc.key ? `greatest(0, least($1::int, ${conc.limit} - ${running('')}))` : '$1::int';
   const period = rate ? `make_interval(secs => ${rate.periodMs / 1000})` : '';
   const rateRooms = rate
-    ? `rates AS (
-       SELECT rk, ${rate.limit} - (SELECT count(*) FROM stepwise.rate_starts s, clock WHERE s.task = ${T} AND s.key = rk AND s.started_at > clock.t - ${period})::int AS room
+    ? `rates AS MATERIALIZED (
+       SELECT rk, ${rate.limit} - (SELECT count(*) FROM stepwise.rate_starts s WHERE s.task = ${T} AND s.key = rk AND s.started_at > (SELECT t FROM clock) - ${period})::int AS room
          FROM (SELECT DISTINCT coalesce(rate_key, '') AS rk FROM cand) d
      ),`
     : '';
@@ -168,7 +187,7 @@ function throttledStatement(task: string, policy: FlowPolicy): ThrottledStatemen
        SELECT ${T}, coalesce(rate_key, ''), clock.t FROM picked, clock WHERE status <> 'waiting'
      ),
      forgotten AS (
-       DELETE FROM stepwise.rate_starts WHERE task = ${T} AND started_at <= (SELECT t FROM clock) - ${period}
+       DELETE FROM stepwise.rate_starts WHERE ${gate} AND task = ${T} AND started_at <= (SELECT t FROM clock) - ${period}
      ),`
     : '';
   const text = `WITH RECURSIVE
@@ -192,7 +211,8 @@ function throttledStatement(task: string, policy: FlowPolicy): ThrottledStatemen
      summary AS (
        SELECT (SELECT k FROM picked ORDER BY pos DESC LIMIT 1) AS next_cursor,
               (SELECT count(*) FROM allowed WHERE over_rate)::int AS held_by_rate,
-              EXISTS (SELECT 1 FROM stepwise.executions WHERE ${fresh} AND id <> ALL(ARRAY(SELECT id FROM picked))) AS due_left,
+              (SELECT count(*) FROM picked) < $1 AND EXISTS (
+                SELECT 1 FROM stepwise.executions WHERE ${fresh} AND id <> ALL(ARRAY(SELECT id FROM picked)) ORDER BY priority DESC, due_at LIMIT 1) AS due_left,
               EXISTS (SELECT 1 FROM cand WHERE rank > share AND share < room) AS share_full,
               (SELECT count(*) FROM claim_notified) AS _c
      )
