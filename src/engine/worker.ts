@@ -224,16 +224,19 @@ export class Worker {
   private async claimLimited(): Promise<number> {
     let taken = 0;
     for (const [task, policy] of this.limits) {
-      const room = mayPrefetch(policy) ? this.slots.freeSlots() : this.slots.roomForLimited();
+      const runnable = this.slots.roomForLimited();
+      const room = mayPrefetch(policy) ? this.slots.freeSlots() : runnable;
       if (room <= 0 || this.state !== WORKER_STATES.running) break;
       const claimSentAt = Date.now();
       this.slots.reserveSlots(room);
       let claimed: ClaimedExecution[];
       try {
-        const claim = await claimThrottledExecutions(this.options.db, task, policy, room, this.leaseMs, this.id, this.cursors.get(task) ?? '');
+        const claim = await claimThrottledExecutions(this.options.db, task, policy, room, this.leaseMs, this.id, this.cursors.get(task) ?? '', runnable);
         this.cursors.set(task, claim.cursor);
         if (claim.heldBy) this.options.observer?.throttled?.(task, claim.heldBy);
         if (claim.more) this.signal.wake();
+        // Another worker was claiming the task: try again once it is likely done, not a poll later.
+        else if (claim.contended) this.signal.wakeAt(new Date(Date.now() + 5 + Math.random() * 20), this.pollIntervalMs);
         claimed = claim.claimed;
       } catch (err) {
         this.options.observer?.databaseError?.();

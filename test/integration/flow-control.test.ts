@@ -162,6 +162,32 @@ describe('keyed concurrency', () => {
     expect(tenantsOf((await claimThrottledExecutions(api.db, task, policy, 5, 30_000, null, '')).claimed)).toEqual(['late']);
   });
 
+  test('beyond the free slots, a key gives only what leaves half its room to other workers', async () => {
+    const task = uniqueTask('keyed');
+    const policy = await register(task, { concurrency: { limit: 5, key: '/tenant' } });
+    await insertExecutions(api.db, ['a', 'b', 'c'].flatMap((tenant) => Array.from({ length: 10 }, (_, i) => ({ task, data: { tenant, i } }))));
+    // Room for 20, of which 2 start at once: every key gives (5 - 1) / 2 = 2, not its whole room of 5.
+    const claim = await claimThrottledExecutions(api.db, task, policy, 20, 30_000, null, '', 2);
+    expect(tenantsOf(claim.claimed).sort()).toEqual(['a', 'a', 'b', 'b', 'c', 'c']);
+    // A limit of 2 gives nothing ahead of the free slots.
+    const small = uniqueTask('keyed');
+    const smallPolicy = await register(small, { concurrency: { limit: 2, key: '/tenant' } });
+    await insertExecutions(api.db, ['a', 'b', 'c'].map((tenant) => ({ task: small, data: { tenant } })));
+    expect((await claimThrottledExecutions(api.db, small, smallPolicy, 20, 30_000, null, '', 1)).claimed).toHaveLength(1);
+  });
+
+  test('a claim while another worker holds the task\'s lock takes nothing and says so', async () => {
+    const task = uniqueTask('keyed');
+    const policy = await register(task, { concurrency: { limit: 5, key: '/tenant' } });
+    await insertExecutions(api.db, [{ task, data: { tenant: 'a' } }]);
+    await api.db.transaction(async (trx) => {
+      await trx.raw("SELECT pg_advisory_xact_lock(hashtextextended('stepwise.limit:' || ?, 0))", [task]);
+      const claim = await claimThrottledExecutions(api.db, task, policy, 5, 30_000, null, '');
+      expect(claim).toMatchObject({ claimed: [], contended: true });
+    });
+    expect(await claimThrottledExecutions(api.db, task, policy, 5, 30_000, null, '')).toMatchObject({ contended: false, claimed: [expect.anything()] });
+  });
+
   test('a paused keyed task is not claimed', async () => {
     const task = uniqueTask('keyed');
     const policy = await register(task, { concurrency: { limit: 3, key: '/tenant' } });

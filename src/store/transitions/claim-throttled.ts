@@ -13,11 +13,13 @@ export interface ThrottledClaim {
   heldBy: 'concurrency' | 'rate' | null;
   /** The claim stopped at a key's share of the room while that key had more: claim again at once. */
   more: boolean;
+  /** Another worker held the task's lock: it was claiming the task, and this claim took nothing. */
+  contended: boolean;
 }
 
-type ThrottledRow = Partial<ClaimRow> & { next_cursor: string | null; held_by_rate: number; due_left: boolean; share_full: boolean };
+type ThrottledRow = Partial<ClaimRow> & { next_cursor: string | null; held_by_rate: number; due_left: boolean; share_full: boolean; locked: boolean };
 
-/** A prepared claim; `keyed` ones take the cursor as $4. */
+/** A prepared claim; `keyed` ones take the cursor as $4 and the room to run at once as $5. */
 interface ThrottledStatement {
   name: string;
   text: string;
@@ -28,7 +30,9 @@ const statementsByPolicy = new Map<string, ThrottledStatement>();
 
 /**
  * Claims due executions of one task with a concurrency limit or a rate limit, keeping both exactly
- * over all workers. A transaction of its own takes a transaction-level advisory lock on the task, so
+ * over all workers. `want` is the worker's room, `runnable` the part of it it can start at once (its
+ * free handler slots); beyond that, a keyed claim takes a key's executions only while at least half
+ * of its room stays for other workers (see throttledStatement). A transaction of its own takes a transaction-level advisory lock on the task, so
  * claims of the task run one at a time; the claim statement runs after the lock (READ COMMITTED, so
  * its snapshot includes every claim that committed before) and counts what runs and what started.
  * The lock is only tried: when another worker holds it, that worker is claiming the task right now,
@@ -46,15 +50,16 @@ export async function claimThrottledExecutions(
   leaseMs: number,
   workerId: string | null,
   cursor: string,
+  runnable = want,
 ): Promise<ThrottledClaim> {
-  const none: ThrottledClaim = { claimed: [], cursor, heldBy: null, more: false };
+  const none: ThrottledClaim = { claimed: [], cursor, heldBy: null, more: false, contended: false };
   if (want <= 0) return none;
   const statement = throttledStatement(task, policy);
-  const args = [String(want), String(leaseMs / 1000), workerId === null ? 'NULL' : pg.escapeLiteral(workerId), ...(statement.keyed ? [pg.escapeLiteral(cursor)] : [])];
+  const args = [String(want), String(leaseMs / 1000), workerId === null ? 'NULL' : pg.escapeLiteral(workerId), ...(statement.keyed ? [pg.escapeLiteral(cursor), String(Math.min(runnable, want))] : [])];
   return withConnection(db, async (connection) => {
     try {
       const prepared = preparedOn(connection);
-      const prepare = prepared.has(statement.name) ? '' : `PREPARE ${statement.name}(${statement.keyed ? 'int, float8, uuid, text' : 'int, float8, uuid'}) AS ${statement.text};`;
+      const prepare = prepared.has(statement.name) ? '' : `PREPARE ${statement.name}(${statement.keyed ? 'int, float8, uuid, text, int' : 'int, float8, uuid'}) AS ${statement.text};`;
       // One round trip: BEGIN, the lock (its outcome kept in a transaction-local setting the claim
       // reads), the claim in a statement of its own, whose snapshot is taken after the lock, and COMMIT.
       const results = (await connection.query(
@@ -70,7 +75,7 @@ export async function claimThrottledExecutions(
       const claimed = rows.filter((r) => r.id !== null && r.id !== undefined).map((r) => toClaimed(r as ClaimRow));
       const summary = rows[0];
       const heldBy = claimed.length < want && summary.due_left ? (summary.held_by_rate > 0 ? 'rate' : 'concurrency') : null;
-      return { claimed, cursor: summary.next_cursor ?? cursor, heldBy, more: summary.share_full && claimed.length < want };
+      return { claimed, cursor: summary.next_cursor ?? cursor, heldBy, more: summary.share_full && claimed.length < want, contended: !summary.locked };
     } catch (err) {
       await connection.query('ROLLBACK').catch(() => undefined);
       // PREPARE is not undone by a rollback: learn whether it ran, so the next claim neither repeats nor skips it.
@@ -103,7 +108,9 @@ function preparedOn(connection: object): Set<string> {
  *   share of $1 (split evenly between the groups), locked with SKIP LOCKED.
  * - Picked: the candidates in turns (every group's first, then every group's second, ...), without
  *   more starts per rate key than the window has left (a resume after a sleep or an event is no
- *   start), and, for an unkeyed concurrency limit, no more than the task has room for.
+ *   start), and, for an unkeyed concurrency limit, no more than the task has room for. Past the
+ *   worker's free slots ($5), a key gives only its first (room - 1) / 2: a buffer never holds the
+ *   places that other workers with free slots need (a small limit gives none ahead at all).
  */
 function throttledStatement(task: string, policy: FlowPolicy): ThrottledStatement {
   const key = JSON.stringify([task, policy.concurrency, policy.rateLimit]);
@@ -190,6 +197,8 @@ function throttledStatement(task: string, policy: FlowPolicy): ThrottledStatemen
        DELETE FROM stepwise.rate_starts WHERE ${gate} AND task = ${T} AND started_at <= (SELECT t FROM clock) - ${period}
      ),`
     : '';
+  // The part of the room the worker can start at once; the rest is prefetch (keyed limits only).
+  const runnable = group ? '$5::int' : '$1::int';
   const text = `WITH RECURSIVE
      clock AS MATERIALIZED (SELECT clock_timestamp() AS t),
      ${groups}
@@ -201,10 +210,14 @@ function throttledStatement(task: string, policy: FlowPolicy): ThrottledStatemen
      allowed AS (
        SELECT r.*, (r.status <> 'waiting' AND r.start_rank > ${startRoom}) AS over_rate FROM ranked r
      ),
+     ordered AS (
+       SELECT a.*, row_number() OVER (ORDER BY a.rank, a.pos) AS ord FROM allowed a WHERE NOT a.over_rate
+     ),
      picked AS MATERIALIZED (
-       SELECT * FROM allowed
-        WHERE NOT over_rate AND NOT EXISTS (SELECT 1 FROM stepwise.tasks p WHERE p.name = ${T} AND p.paused)
-        ORDER BY rank, pos LIMIT ${taskRoom}
+       SELECT * FROM ordered
+        WHERE (ord <= ${runnable} OR rank <= (room - 1) / 2)
+          AND NOT EXISTS (SELECT 1 FROM stepwise.tasks p WHERE p.name = ${T} AND p.paused)
+        ORDER BY ord LIMIT ${taskRoom}
      ),
      ${rateWrites}
      ${claimWrites('picked', '$2', '$3', rate ? '(SELECT t FROM clock)' : 'now()')},
@@ -214,6 +227,7 @@ function throttledStatement(task: string, policy: FlowPolicy): ThrottledStatemen
               (SELECT count(*) FROM picked) < $1 AND EXISTS (
                 SELECT 1 FROM stepwise.executions WHERE ${fresh} AND id <> ALL(ARRAY(SELECT id FROM picked)) ORDER BY priority DESC, due_at LIMIT 1) AS due_left,
               EXISTS (SELECT 1 FROM cand WHERE rank > share AND share < room) AS share_full,
+              ${gate} AS locked,
               (SELECT count(*) FROM claim_notified) AS _c
      )
      SELECT c.*, s.* FROM summary s LEFT JOIN (SELECT ${CLAIM_COLUMNS} FROM claimed JOIN picked due USING (id)) c ON true`;
