@@ -3,14 +3,16 @@
 // of executions over HTTP (steps, sleeps, event waits with deliveries, retries, cancels, failures, and
 // parallel steps, sleeps and event waits, step timeouts and per-step retries, and an operator's retries
 // of failed and cancelled executions, one at a time, several at once or racing a cancel, bulk retries
-// by tag, and two tasks paused for a few seconds each) while
+// by tag, two tasks paused for a few seconds each, and bursts of a task limited to two running at once
+// per tenant and of one limited to five starts a second per tenant) while
 // a random worker is SIGKILLed about every 2 s and restarted, PostgreSQL is restarted twice (once a fast
 // shutdown, once an immediate one with crash recovery) and the API server is SIGKILLed once while
 // long-polls are open. A webhook subscribed to every execution event at the start sends to a receiver in
 // this process, which verifies each signature and answers some requests 500 or too late. Then it checks
 // every execution against the outcome its data implies, the workers' side-effect logs against the
-// recorded steps, and the webhook notifications against the executions (scripts/chaos/webhooks.ts); it
-// prints a report, writes it to chaos-results/ and exits 1 on any violation.
+// recorded steps, the webhook notifications against the executions (scripts/chaos/webhooks.ts), and the
+// flow-control limits against the handler runs and the attempts' starts (scripts/chaos/verify-flow.ts);
+// it prints a report, writes it to chaos-results/ and exits 1 on any violation.
 //
 //   make chaos                       5,000 executions (< 5 min)
 //   make chaos ARGS=--short          600 executions (about 1 min; CI)
@@ -25,11 +27,12 @@ import { findFreePort } from '../src/store/embedded';
 import { migrateLatest } from '../src/store/migrate';
 import { ChaosDriver, latencyByKind } from './chaos/driver';
 import pg from 'pg';
-import { LIMIT, LIMITED_TASK, planExecutions } from './chaos/outcomes';
+import { KEYED_LIMIT, KEYED_TASK, LIMIT, LIMITED_TASK, planExecutions, RATE_LIMIT, RATE_PERIOD_MS, RATED_TASK } from './chaos/outcomes';
 import { apiProcess, createDatabase, dropDatabase, externalServer, ROOT, startEmbeddedServer, workerProcess, type DatabaseServer, type StepwiseProcess } from './chaos/processes';
 import { compileForRun } from './chaos/build';
 import type { OperatorStats } from './chaos/operate';
 import { verifyRun } from './chaos/verify';
+import { verifyFlow, type FlowCounts } from './chaos/verify-flow';
 import type { OperateCounts } from './chaos/verify-operate';
 import { ChaosWebhookReceiver, drainDeliveries, verifyWebhooks, WEBHOOK_ENV, type WebhookVerification } from './chaos/webhooks';
 
@@ -62,7 +65,8 @@ const PAUSES = [
 let cleanup: () => Promise<void> = async () => undefined;
 
 interface FaultLog {
-  workerKills: Array<{ atMs: number; worker: string }>;
+  /** `pid`: the process killed; `atMs`: once it had exited. */
+  workerKills: Array<{ atMs: number; worker: string; pid: number | undefined }>;
   workerRestartFailures: number;
   databaseRestarts: Array<{ atMs: number; crash: boolean; downMs: number; tookMs: number; progress: number }>;
   apiKills: Array<{ atMs: number; openLongPolls: number; backAfterMs: number; progress: number }>;
@@ -166,8 +170,9 @@ async function main(): Promise<void> {
       const ready = workers.filter((w) => w.ready);
       if (ready.length === 0) continue;
       const victim = ready[Math.floor(Math.random() * ready.length)];
+      const pid = victim.pid;
       await victim.kill();
-      faults.workerKills.push({ atMs: since(), worker: victim.name });
+      faults.workerKills.push({ atMs: since(), worker: victim.name, pid });
       const restart = victim.start(120000).catch(() => void (faults.workerRestartFailures += 1));
       restarts.add(restart);
       void restart.finally(() => restarts.delete(restart));
@@ -217,8 +222,10 @@ async function main(): Promise<void> {
     }
   })();
 
-  // The limited task's live leases, sampled every 25 ms while driving: never above its limit.
+  // The limited task's live leases, sampled every 25 ms while driving: never above its limit; and the
+  // keyed task's, per tenant, never above its limit per tenant.
   const limitSamples = { max: 0, samples: 0, overLimit: [] as Array<{ atMs: number; running: number }> };
+  const keyedSamples = { max: 0, samples: 0, overLimit: [] as Array<{ atMs: number; tenant: string; running: number }> };
   const sampler = (async () => {
     const pool = new pg.Pool({ connectionString: url, max: 1 });
     pool.on('error', () => undefined);
@@ -231,6 +238,15 @@ async function main(): Promise<void> {
         limitSamples.samples += 1;
         limitSamples.max = Math.max(limitSamples.max, rows[0].n);
         if (rows[0].n > LIMIT) limitSamples.overLimit.push({ atMs: since(), running: rows[0].n });
+        const keyed = await pool.query<{ key: string; n: number }>(
+          "SELECT concurrency_key AS key, count(*)::int AS n FROM stepwise.executions WHERE task = $1 AND status = 'running' AND due_at > now() GROUP BY 1",
+          [KEYED_TASK],
+        );
+        keyedSamples.samples += 1;
+        for (const k of keyed.rows) {
+          keyedSamples.max = Math.max(keyedSamples.max, k.n);
+          if (k.n > KEYED_LIMIT) keyedSamples.overLimit.push({ atMs: since(), tenant: k.key, running: k.n });
+        }
       } catch {
         // The database is restarting: sample again once it is back.
       }
@@ -272,10 +288,29 @@ async function main(): Promise<void> {
   const verification = await verifyRun(url, runId, plans, driven, effectsDir, { from: workersFrom, to: workersTo }, faultWindows, driver.operator.stats);
   const webhookCheck: WebhookVerification = await verifyWebhooks(url, webhooks, drained.pending);
   await webhooks.close();
-  for (const [kind, message] of webhookCheck.violations) {
+  const violate = (kind: string, message: string) => {
     verification.violationCounts[kind] = (verification.violationCounts[kind] ?? 0) + 1;
     if (verification.violations.length < 50) verification.violations.push(`${kind}: ${message}`);
+  };
+  for (const [kind, message] of webhookCheck.violations) violate(kind, message);
+  const flowClient = new pg.Client({ connectionString: url });
+  await flowClient.connect();
+  let flow: FlowCounts;
+  try {
+    flow = await verifyFlow(
+      flowClient,
+      effectsDir,
+      {
+        kills: faults.workerKills.flatMap((k) => (k.pid === undefined ? [] : [{ pid: k.pid, at: started + k.atMs }])),
+        databaseDown: faults.databaseRestarts.map((r) => ({ from: started + r.atMs, to: started + r.atMs + r.tookMs })),
+        leaseMs: Number(opts.leaseMs),
+      },
+      violate,
+    );
+  } finally {
+    await flowClient.end();
   }
+  for (const o of keyedSamples.overLimit) violate('keyed-over-limit-sampled', `${o.running} ${KEYED_TASK} executions of tenant ${o.tenant} held live leases at ${o.atMs} ms (limit ${KEYED_LIMIT})`);
   const verifyMs = Date.now() - verifyStarted;
   if (limitSamples.overLimit.length > 0) {
     verification.violationCounts['over-limit'] = limitSamples.overLimit.length;
@@ -303,6 +338,7 @@ async function main(): Promise<void> {
     latencyMsByKind: latencyByKind(driven),
     counts: verification.counts,
     limitSamples: { limit: LIMIT, max: limitSamples.max, samples: limitSamples.samples },
+    flow: { ...flow, keyedSamples: { limit: KEYED_LIMIT, max: keyedSamples.max, samples: keyedSamples.samples } },
     webhooks: { ...webhookCheck.counts, drainMs: drained.waitedMs },
     violationCounts: verification.violationCounts,
     violations: verification.violations,
@@ -327,6 +363,7 @@ function printReport(r: {
   client: { retries: number; scheduleRepeats: number; eventsDelivered: number; eventConflicts: number; cancelsSent: number };
   operator: OperatorStats;
   limitSamples: { limit: number; max: number; samples: number };
+  flow: FlowCounts & { keyedSamples: { limit: number; max: number; samples: number } };
   webhooks: WebhookVerification['counts'] & { drainMs: number };
   counts: {
     byStatus: Record<string, number>;
@@ -374,6 +411,14 @@ function printReport(r: {
   line('bulk retries: matched / changed', `${op.bulkActions.length}: ${ops.bulkMatched} / ${ops.bulkChanged}`);
   for (const p of ops.pauses) line(`task paused: ${p.task}`, `${(p.ms / 1000).toFixed(1)} s, ${p.pendingAtResume} pending at resume, ${p.startedWhilePaused} started meanwhile`);
   line(`most ${LIMITED_TASK} running at once`, `${r.limitSamples.max} (limit ${r.limitSamples.limit}, ${r.limitSamples.samples} samples)`);
+  const { keyed, rated, keyedSamples } = r.flow;
+  const tenants = (by: Record<string, { executions?: number; starts?: number; mostAtOnce?: number; mostInWindow?: number }>) =>
+    Object.entries(by).sort(([a], [b]) => a.localeCompare(b)).map(([t, v]) => `${t} ${v.executions ?? v.starts}/${v.mostAtOnce ?? v.mostInWindow}`).join(', ');
+  line(`most ${KEYED_TASK} per tenant at once`, `${keyed.mostAtOnce} in handler runs, ${keyedSamples.max} live leases sampled (limit ${keyedSamples.limit}, ${keyedSamples.samples} samples)`);
+  line('  executions / handler runs', `${keyed.executions} / ${keyed.runs} (${keyed.endedRuns} ended or killed, ${keyed.unendedRuns} unended; ${keyed.overDuringOutage} times over the limit with a run that overlapped a PostgreSQL restart, allowed)`);
+  line('  per tenant: executions/most at once', tenants(keyed.byTenant));
+  line(`most ${RATED_TASK} starts per tenant in ${RATE_PERIOD_MS} ms`, `${rated.mostInWindow} (limit ${RATE_LIMIT}; ${rated.starts} starts of ${rated.executions} executions)`);
+  line('  per tenant: starts/most in a window', tenants(rated.byTenant));
   const wh = r.webhooks;
   line('webhook requests / verified', `${wh.requests} / ${wh.verified} (${wh.signatureFailures} bad signatures)`);
   line('  answered 500 / too late (retried)', `${wh.answered500} / ${wh.answeredLate}`);

@@ -23,7 +23,9 @@ export type ChaosKind =
   | 'step-retry'
   | 'retry'
   | 'cancel-retry'
-  | 'bulk-retry';
+  | 'bulk-retry'
+  | 'keyed'
+  | 'rated';
 
 export type ChaosData = {
   n: number;
@@ -40,6 +42,8 @@ export type ChaosData = {
   backoffMs?: number;
   /** `retry`: its step throws NonRetryableError (one attempt per budget) rather than Error. */
   nonRetryable?: boolean;
+  /** `keyed`, `rated`: the tenant its task's concurrency or rate limit is kept per (the key `/tenant`). */
+  tenant?: string;
 };
 
 
@@ -87,19 +91,20 @@ export function createRandom(seed: number): () => number {
   };
 }
 
-// The weights add up to 114, as before the parallel, step-retry and operator kinds came: they took
-// their share from the older kinds, so a run's load (and --short's time) stays about the same.
+// The weights add up to 114, as before the parallel, step-retry, operator and flow-control kinds came:
+// they took their share from the older kinds, so a run's load (and --short's time) stays about the
+// same. The flow-control kinds also come in bursts (see FLOW_BURSTS), which take the place of others.
 const MIX: ReadonlyArray<readonly [ChaosKind, number]> = [
-  ['steps', 10],
+  ['steps', 8],
   ['delayed', 5],
   ['sleep', 7],
-  ['event', 8],
+  ['event', 7],
   ['event-timeout', 4],
-  ['flaky', 7],
+  ['flaky', 6],
   ['fail', 5],
   ['exhaust', 3],
   ['cancel', 7],
-  ['slow', 6],
+  ['slow', 5],
   ['limited', 5],
   ['fanout', 5],
   ['fanout-cancel', 3],
@@ -111,6 +116,8 @@ const MIX: ReadonlyArray<readonly [ChaosKind, number]> = [
   ['retry', 5],
   ['cancel-retry', 3],
   ['bulk-retry', 3],
+  ['keyed', 3],
+  ['rated', 2],
 ];
 
 const TASKS: Record<ChaosKind, string> = {
@@ -135,11 +142,55 @@ const TASKS: Record<ChaosKind, string> = {
   retry: 'chaos.retry',
   'cancel-retry': 'chaos.event',
   'bulk-retry': 'chaos.retry',
+  keyed: 'chaos.keyed',
+  rated: 'chaos.rated',
 };
 
 /** The concurrency limit of `chaos.limited` (scripts/chaos/tasks.ts), which the run samples. */
 export const LIMITED_TASK = 'chaos.limited';
 export const LIMIT = 3;
+
+/**
+ * `chaos.keyed` runs at most KEYED_LIMIT executions at once per tenant (concurrency key `/tenant`);
+ * `chaos.rated` starts at most RATE_LIMIT attempts per tenant in any window of RATE_PERIOD_MS (rate key
+ * `/tenant`). Both as scripts/chaos/tasks.ts declares them; verify-flow.ts checks them after the run.
+ */
+export const KEYED_TASK = 'chaos.keyed';
+export const KEYED_LIMIT = 2;
+export const RATED_TASK = 'chaos.rated';
+export const RATE_LIMIT = 5;
+export const RATE_PERIOD_MS = 1000;
+
+/**
+ * Runs of consecutive plans of one flow-control kind, at these fractions of the plan: the driver's
+ * flows take consecutive plans at about the same time, so a burst's executions are due together and
+ * the limits hold them back (the mix alone schedules them too slowly to reach a limit). Each is
+ * BURST_SHARE of the plan, between 20 and 40 executions; none in plans under MIN_BURST_PLAN.
+ */
+const FLOW_BURSTS: ReadonlyArray<readonly [number, ChaosKind]> = [
+  [0.12, 'rated'],
+  [0.2, 'keyed'],
+  [0.42, 'rated'],
+  [0.55, 'keyed'],
+  [0.78, 'rated'],
+  [0.85, 'keyed'],
+];
+const BURST_SHARE = 0.02;
+const MIN_BURST_PLAN = 200;
+
+/** The flow-control kind a burst puts at `index`, if any. */
+function burstKind(index: number, count: number): ChaosKind | undefined {
+  if (count < MIN_BURST_PLAN) return undefined;
+  const size = Math.max(20, Math.min(40, Math.round(count * BURST_SHARE)));
+  const burst = FLOW_BURSTS.find(([at]) => index >= Math.floor(count * at) && index < Math.floor(count * at) + size);
+  return burst?.[1];
+}
+
+/** Tenants of the flow-control kinds, skewed: the first has about half of the executions. */
+function tenant(prefix: string, others: number, random: () => number): string {
+  const r = random();
+  return r < 0.5 ? `${prefix}0` : `${prefix}${1 + Math.min(others - 1, Math.floor(((r - 0.5) / 0.5) * others))}`;
+}
 
 /** Plans `count` executions of the mix, deterministically from `seed`. */
 export function planExecutions(count: number, seed: number, runId: string): PlannedExecution[] {
@@ -148,7 +199,7 @@ export function planExecutions(count: number, seed: number, runId: string): Plan
   const int = (min: number, max: number) => min + Math.floor(random() * (max - min + 1));
   const plans = Array.from({ length: count }, (_, index): PlannedExecution => {
     let pick = random() * total;
-    const kind = (MIX.find(([, w]) => (pick -= w) < 0) ?? MIX[0])[0];
+    const kind = burstKind(index, count) ?? (MIX.find(([, w]) => (pick -= w) < 0) ?? MIX[0])[0];
     const data: ChaosData = { n: int(1, 1_000_000) };
     let cancelAfterMs: number | undefined;
     let startAfterMs: number | undefined;
@@ -162,6 +213,14 @@ export function planExecutions(count: number, seed: number, runId: string): Plan
     if (kind === 'flaky') data.failTimes = int(1, 2);
     if (kind === 'slow') data.ms = int(200, 800);
     if (kind === 'limited') data.ms = int(20, 150);
+    if (kind === 'keyed') {
+      data.tenant = tenant('k', 4, random);
+      data.ms = int(50, 250);
+    }
+    if (kind === 'rated') {
+      data.tenant = tenant('r', 2, random);
+      data.ms = int(50, 300);
+    }
     if (kind === 'fanout') data.steps = int(2, 4);
     if (kind === 'fanout-cancel') {
       data.steps = int(2, 4);
@@ -321,6 +380,10 @@ export function expectedOutcome(p: PlannedExecution): ExpectedOutcome {
       return { status: 'completed', output: { n, gate: n * 17, after: n * 17 + 1 } };
     case 'cancel-retry':
       return { status: 'completed', output: { n, v: n * 7, after: n * 7 + 1 } };
+    case 'keyed':
+      return { status: 'completed', output: { n, tenant: p.data.tenant, b: n + 1 } };
+    case 'rated':
+      return { status: 'completed', output: { n, tenant: p.data.tenant, v: n * 5 } };
   }
 }
 
@@ -365,7 +428,10 @@ export function expectedSteps(p: PlannedExecution): string[] {
       return [];
     case 'slow':
     case 'limited':
+    case 'keyed':
       return ['one', 'two'];
+    case 'rated':
+      return ['hit'];
     case 'fanout':
       return [];
     case 'parallel-steps':

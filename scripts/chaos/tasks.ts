@@ -183,6 +183,41 @@ export const limited = defineTask({
   run: twoSlowSteps,
 });
 
+const TenantData = Type.Object({ n: Type.Integer(), tenant: Type.String(), ms: Type.Optional(Type.Integer()) });
+
+/**
+ * Like chaos.slow, but at most two run at once per tenant over both workers (`concurrency` keyed by
+ * `/tenant`). Each run of the handler logs `~enter` when it starts and `~exit` just before it returns
+ * (lines of no step), so that the check can tell which runs were inside the handler at the same time.
+ */
+export const keyed = defineTask({
+  name: 'chaos.keyed',
+  data: TenantData,
+  retry: { maxAttempts: 50, ...fastRetry },
+  concurrency: { limit: 2, key: '/tenant' },
+  async run(ctx, data) {
+    logEffect(ctx, '~enter');
+    const { b } = await twoSlowSteps(ctx, { n: data.n, ms: data.ms });
+    logEffect(ctx, '~exit');
+    return { n: data.n, tenant: data.tenant, b };
+  },
+});
+
+/**
+ * One step, busy for `data.ms`; at most five attempts (first ones, retries, takeovers) start per tenant
+ * in any second (`rateLimit` keyed by `/tenant`).
+ */
+export const rated = defineTask({
+  name: 'chaos.rated',
+  data: TenantData,
+  retry: { maxAttempts: 50, ...fastRetry },
+  rateLimit: { limit: 5, period: '1s', key: '/tenant' },
+  async run(ctx, data) {
+    const v = await effect(ctx, 'hit', data.n * 5, data.ms ?? 20);
+    return { n: data.n, tenant: data.tenant, v };
+  },
+});
+
 /** Fans out to `steps` children of chaos.steps at once, and sums their sums: output { n, total }. */
 export const fanout = defineTask({
   name: 'chaos.fanout',
