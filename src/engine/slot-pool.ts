@@ -124,6 +124,14 @@ export class SlotPool {
     return Math.min(this.freeSlots(), this.concurrency - this.running - this.buffer.length);
   }
 
+  /**
+   * roomForLimited for the claim of a completion flush: the free handler slots, counting those of the
+   * executions being completed as free (that statement writes them).
+   */
+  roomForLimitedCompletions(queuedCompletions: number): number {
+    return Math.min(this.roomForCompletions(queuedCompletions), this.concurrency - this.running - this.buffer.length - this.reserved);
+  }
+
   /** Promises slots to a claim in flight; unreserveSlots once it has answered (or failed). */
   reserveSlots(count: number): void {
     this.reserved += count;

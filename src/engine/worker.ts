@@ -47,6 +47,8 @@ export class Worker {
   private readonly limits: ReadonlyMap<string, FlowPolicy>;
   /** Per throttled task, the key its last claim ended on: keys take turns from one claim to the next. */
   private readonly cursors = new Map<string, string>();
+  /** Which limited task the next completion flush claims (they take turns). */
+  private limitedTurn = 0;
   private readonly slots: SlotPool;
   private readonly runner: ExecutionRunner;
   /** Tells API servers' streams of steps recorded, apart from the step writes. */
@@ -230,6 +232,7 @@ export class Worker {
       const claimSentAt = Date.now();
       this.slots.reserveSlots(room);
       let claimed: ClaimedExecution[];
+      let committed: Promise<void>;
       try {
         const claim = await claimThrottledExecutions(this.options.db, task, policy, room, this.leaseMs, this.id, this.cursors.get(task) ?? '', runnable);
         this.cursors.set(task, claim.cursor);
@@ -238,6 +241,8 @@ export class Worker {
         // Another worker was claiming the task: try again once it is likely done, not a poll later.
         else if (claim.contended) this.signal.wakeAt(new Date(Date.now() + 5 + Math.random() * 20), this.pollIntervalMs);
         claimed = claim.claimed;
+        // Handlers start while the claim's commit is being flushed, as for the batched claim.
+        committed = claim.committed.catch((err: Error) => this.claimNotCommitted(claim.claimed, err));
       } catch (err) {
         this.options.observer?.databaseError?.();
         this.options.log.warn({ err: (err as Error).message, task }, 'claim failed');
@@ -245,7 +250,7 @@ export class Worker {
       } finally {
         this.slots.unreserveSlots(room);
       }
-      await this.accept(claimed, claimSentAt);
+      await this.accept(claimed, claimSentAt, committed);
       taken += claimed.length;
     }
     return taken;
@@ -256,10 +261,9 @@ export class Worker {
    * as many due executions as there are free slots (most of them freed by these very completions).
    */
   private async completeAndClaim(items: Completion[]): Promise<boolean[]> {
+    if (this.limits.size > 0) return this.completeAndClaimLimited(items);
     const free = this.slots.roomForCompletions(this.completions.queued);
-    // A worker that serves tasks with a concurrency limit leaves claiming to its loop, which claims
-    // those first: claimed here, a backlog of other tasks would take every slot and starve them.
-    const limit = this.state === WORKER_STATES.running && this.limits.size === 0 ? Math.max(0, free) : 0;
+    const limit = this.state === WORKER_STATES.running ? Math.max(0, free) : 0;
     const seq = this.notifications.workSeq;
     const claimSentAt = Date.now();
     this.slots.reserveSlots(limit);
@@ -272,12 +276,41 @@ export class Worker {
     }
     const claimed = result.claimed;
     await this.accept(claimed, claimSentAt, result.committed.catch((err: Error) => this.claimNotCommitted(claimed, err)));
-    // More may be due after a full batch, or after work announced while the statement ran; and tasks
-    // with a concurrency limit, which this statement does not claim, may have room now.
-    if ((limit > 0 && claimed.length === limit) || seq !== this.notifications.workSeq || this.limits.size > 0) this.signal.wake();
+    // More may be due after a full batch, or after work announced while the statement ran.
+    if ((limit > 0 && claimed.length === limit) || seq !== this.notifications.workSeq) this.signal.wake();
     // The completions are durable only now; a failed commit fails them all (their callers retry).
     await result.committed;
     return items.map((i) => result.completed.has(i.id));
+  }
+
+  /**
+   * The completion flush of a worker with limited tasks: the completions, then a claim of one limited
+   * task (each flush the next one), in one transaction and one commit (see claimThrottledExecutions).
+   * The claim sees the places these completions free. The loop claims the other tasks.
+   */
+  private async completeAndClaimLimited(items: Completion[]): Promise<boolean[]> {
+    const entries = [...this.limits];
+    const [task, policy] = entries[this.limitedTurn++ % entries.length];
+    const running = this.state === WORKER_STATES.running;
+    const runnable = running ? Math.max(0, this.slots.roomForLimitedCompletions(this.completions.queued)) : 0;
+    const want = running && mayPrefetch(policy) ? Math.max(0, this.slots.roomForCompletions(this.completions.queued)) : runnable;
+    const claimSentAt = Date.now();
+    this.slots.reserveSlots(want);
+    let claim: Awaited<ReturnType<typeof claimThrottledExecutions>>;
+    try {
+      claim = await claimThrottledExecutions(this.options.db, task, policy, want, this.leaseMs, this.id, this.cursors.get(task) ?? '', runnable, items);
+    } finally {
+      this.slots.unreserveSlots(want);
+    }
+    this.cursors.set(task, claim.cursor);
+    if (claim.heldBy) this.options.observer?.throttled?.(task, claim.heldBy);
+    const claimed = claim.claimed;
+    await this.accept(claimed, claimSentAt, claim.committed.catch((err: Error) => this.claimNotCommitted(claimed, err)));
+    // The loop claims the other tasks, and this one again when it may have more.
+    this.signal.wake();
+    // The completions are durable only now; a failed commit fails them all (their callers retry).
+    await claim.committed;
+    return items.map((i) => claim.completed.has(i.id));
   }
 
   /** The claim's commit failed: its executions were never this worker's; stop what started of them. */

@@ -197,6 +197,84 @@ export async function preparedRowsBeforeCommit<T>(db: Knex, name: string, text: 
   }
 }
 
+/**
+ * A simple-protocol query of several statements that reports the rows of some of them (`indexes`,
+ * counted from 0) as soon as the last of those has run: PostgreSQL sends each statement's results as
+ * it completes, so the rows arrive before a COMMIT later in the same query is answered. Like
+ * EarlyRowsQuery, for work that may begin on rows that are not durably its own yet.
+ */
+class EarlyStatementQuery extends pg.Query {
+  /** The rows of each statement in `indexes`, in that order, once the last has run. */
+  readonly executed: Promise<unknown[][]>;
+  /** Settles when the whole query is answered; rejects when any statement failed. */
+  readonly finished: Promise<void>;
+  /** Not `rows`: pg.Query reads that as a row count, which would switch it to the extended protocol. */
+  private readonly collected: unknown[][];
+  private completedStatements = 0;
+  private onExecuted!: (rows: unknown[][]) => void;
+
+  constructor(
+    text: string,
+    private readonly indexes: readonly number[],
+  ) {
+    super({ text } as pg.QueryConfig);
+    this.collected = indexes.map(() => []);
+    this.on('row', (row) => {
+      const at = this.indexes.indexOf(this.completedStatements);
+      if (at >= 0) this.collected[at].push(row);
+    });
+    this.executed = new Promise((resolve, reject) => {
+      this.onExecuted = resolve;
+      this.once('error', reject);
+    });
+    this.finished = new Promise((resolve, reject) => {
+      this.once('end', () => resolve());
+      this.once('error', reject);
+    });
+  }
+
+  // pg's hook for each statement's end (not in its type declarations).
+  handleCommandComplete(msg: unknown, connection: unknown): void {
+    (pg.Query.prototype as unknown as { handleCommandComplete(m: unknown, c: unknown): void }).handleCommandComplete.call(this, msg, connection);
+    if (this.completedStatements === Math.max(...this.indexes)) this.onExecuted(this.collected);
+    this.completedStatements += 1;
+  }
+}
+
+/**
+ * Runs statements ending in COMMIT, written by `build` for the connection they will run on, in the
+ * simple protocol, and returns the rows of the statements at `indexes` as soon as the last of them
+ * has run; `finished` settles when the rest (the commit) is answered. A failure anywhere rolls the
+ * transaction back before the connection goes back to the pool; `onFailure` runs on that connection
+ * first (to learn what the failure left behind).
+ */
+export async function simpleRowsBeforeCommit(
+  db: Knex,
+  build: (connection: pg.ClientBase) => { statements: string[]; indexes: number[] },
+  onFailure?: (connection: pg.ClientBase) => Promise<void>,
+): Promise<{ rows: unknown[][]; finished: Promise<void> }> {
+  const client = db.client as unknown as PoolClient;
+  const connection = await client.acquireConnection();
+  const { statements, indexes } = build(connection);
+  const query = new EarlyStatementQuery(statements.join(';\n'), indexes);
+  connection.query(query as unknown as pg.QueryConfig);
+  const finished = query.finished.then(
+    () => client.releaseConnection(connection),
+    async (err: unknown) => {
+      await connection.query('ROLLBACK').catch(() => undefined);
+      await onFailure?.(connection).catch(() => undefined);
+      await client.releaseConnection(connection);
+      throw connectionFailure(connection, err);
+    },
+  );
+  try {
+    return { rows: await query.executed, finished: finished.then(() => undefined) };
+  } catch (err) {
+    await finished.catch(() => undefined);
+    throw connectionFailure(connection, err);
+  }
+}
+
 /** True when the database answers a trivial query. */
 export async function pingDb(db: Knex): Promise<boolean> {
   try {

@@ -188,6 +188,20 @@ describe('keyed concurrency', () => {
     expect(await claimThrottledExecutions(api.db, task, policy, 5, 30_000, null, '')).toMatchObject({ contended: false, claimed: [expect.anything()] });
   });
 
+  test('completions recorded with a claim free their places for that very claim, in one commit', async () => {
+    const task = uniqueTask('keyed');
+    const policy = await register(task, { concurrency: { limit: 1, key: '/tenant' } });
+    await insertInOrder([{ task, data: { tenant: 'a', i: 1 } }, { task, data: { tenant: 'a', i: 2 } }]);
+    const [first] = (await claimThrottledExecutions(api.db, task, policy, 5, 30_000, null, '')).claimed;
+    const completion = { id: first.execution.id, token: first.execution.leaseToken as string, output: { done: 1 } };
+    const stale = { id: first.execution.id, token: '00000000-0000-4000-8000-000000000000', output: null };
+    const next = await claimThrottledExecutions(api.db, task, policy, 5, 30_000, null, 'a', 5, [completion, stale]);
+    await next.committed;
+    expect(next.completed).toEqual(new Set([first.execution.id]));
+    expect(dataOf(next.claimed)).toEqual([{ tenant: 'a', i: 2 }]);
+    expect(await api.client.get(first.execution.id)).toMatchObject({ status: 'completed', output: { done: 1 } });
+  });
+
   test('a paused keyed task is not claimed', async () => {
     const task = uniqueTask('keyed');
     const policy = await register(task, { concurrency: { limit: 3, key: '/tenant' } });

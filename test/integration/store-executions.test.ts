@@ -137,9 +137,11 @@ describe('store: executions', () => {
       for (let i = 0; i < 12; i++) await insertExecutions(t.db, [{ task: i % 3 ? 'mix-b' : 'mix-a', data: { i } }]);
       // Running executions among the oldest, some of them finished, and a cancelled one in between.
       const claimed = await claimExecutions(t.db, ['mix-a', 'mix-b'], 9, 30000);
-      const leases = claimed.map((c) => ({ id: c.execution.id, token: c.execution.leaseToken as string }));
-      await completeExecutions(t.db, [leases[0], leases[3], leases[6]].map((l) => ({ ...l, output: 1 })));
-      expect((await cancelExecution(t.db, leases[4].id)).kind).toBe('cancelled');
+      // Picked by task: the nine oldest share one due time, so which of them a claim takes is arbitrary.
+      const leasesOf = (task: string) => claimed.filter((c) => c.execution.task === task).map((c) => ({ id: c.execution.id, token: c.execution.leaseToken as string }));
+      const [a, b] = [leasesOf('mix-a'), leasesOf('mix-b')];
+      await completeExecutions(t.db, [a[0], a[1], b[0]].map((l) => ({ ...l, output: 1 })));
+      expect((await cancelExecution(t.db, b[1].id)).kind).toBe('cancelled');
       const late = await claimExecutions(t.db, ['mix-a', 'mix-b'], 2, 30000);
       expect(late).toHaveLength(2);
     });

@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { FlowPolicy } from '../../domain/flow';
-import { withConnection, type Db } from '../db';
+import { simpleRowsBeforeCommit, type Db } from '../db';
+import { toJsonb } from '../rows';
 import { CLAIM_COLUMNS, claimWrites, toClaimed, type ClaimedExecution, type ClaimRow } from './claim';
+import { COMPLETE_CTES, completionParams, type Completion } from './complete';
 
 /** What a claim of a throttled task did. */
 export interface ThrottledClaim {
@@ -11,16 +13,39 @@ export interface ThrottledClaim {
   cursor: string;
   /** Due executions were left although the worker had room: which limit held them, or null. */
   heldBy: 'concurrency' | 'rate' | null;
-  /** The claim stopped at a key's share of the room while that key had more: claim again at once. */
+  /** The claim took a key's whole share of the room, below the key's own room: it may have more, claim again at once. */
   more: boolean;
   /** Another worker held the task's lock: it was claiming the task, and this claim took nothing. */
   contended: boolean;
+  /**
+   * Settles when the claim's commit is answered: the rows come back before (see
+   * simpleRowsBeforeCommit), so a worker may start their handlers while the commit is flushed.
+   */
+  committed: Promise<void>;
+  /** The completions given that landed (durable once `committed` settles). */
+  completed: Set<string>;
+}
+
+/** The completion statement, prepared with SQL PREPARE to run inside a throttled claim's query. */
+const COMPLETE_NAME = 'stepwise_complete_in_claim';
+const COMPLETE_PREPARE = `PREPARE ${COMPLETE_NAME}(uuid[], uuid[], jsonb[], uuid[]) AS WITH ${COMPLETE_CTES}
+     SELECT id, (SELECT count(*) FROM notified) AS _n FROM done`;
+
+/** An array parameter written as a literal (the simple protocol takes no parameters). */
+const arrayLiteral = (values: readonly (string | null)[], type: string) =>
+  values.length === 0 ? `'{}'::${type}[]` : `ARRAY[${values.map((v) => (v === null ? 'NULL' : pg.escapeLiteral(v))).join(', ')}]::${type}[]`;
+
+/** The EXECUTE of COMPLETE_NAME for `items`. */
+function completeExecute(items: readonly Completion[]): string {
+  const [ids, tokens, , parents] = completionParams(items) as [string[], string[], unknown, string[]];
+  const outputs = items.map((i) => toJsonb(i.output ?? null));
+  return `EXECUTE ${COMPLETE_NAME}(${arrayLiteral(ids, 'uuid')}, ${arrayLiteral(tokens, 'uuid')}, ${arrayLiteral(outputs, 'jsonb')}, ${arrayLiteral(parents, 'uuid')})`;
 }
 
 type ThrottledRow = Partial<ClaimRow> & { next_cursor: string | null; held_by_rate: number; due_left: boolean; share_full: boolean; locked: boolean };
 
 /** A prepared claim; `keyed` ones take the cursor as $4 and the room to run at once as $5. */
-interface ThrottledStatement {
+export interface ThrottledStatement {
   name: string;
   text: string;
   keyed: boolean;
@@ -32,9 +57,12 @@ const statementsByPolicy = new Map<string, ThrottledStatement>();
  * Claims due executions of one task with a concurrency limit or a rate limit, keeping both exactly
  * over all workers. `want` is the worker's room, `runnable` the part of it it can start at once (its
  * free handler slots); beyond that, a keyed claim takes a key's executions only while at least half
- * of its room stays for other workers (see throttledStatement). A transaction of its own takes a transaction-level advisory lock on the task, so
- * claims of the task run one at a time; the claim statement runs after the lock (READ COMMITTED, so
- * its snapshot includes every claim that committed before) and counts what runs and what started.
+ * of its room stays for other workers (see throttledStatement). A transaction of its own takes a
+ * transaction-level advisory lock on the task, so claims of the task run one at a time; the claim
+ * statement runs after the lock (READ COMMITTED, so its snapshot includes every claim that committed
+ * before) and counts what runs and what started. The claimed rows come back before the commit is
+ * answered (`committed`), as the batched claim's do. `completions` are recorded in the same
+ * transaction, before the claim, which then sees the places they freed: one commit for both.
  * The lock is only tried: when another worker holds it, that worker is claiming the task right now,
  * and this one claims nothing rather than wait (a stalled holder cannot stall its loop).
  *
@@ -51,39 +79,52 @@ export async function claimThrottledExecutions(
   workerId: string | null,
   cursor: string,
   runnable = want,
+  completions: readonly Completion[] = [],
 ): Promise<ThrottledClaim> {
-  const none: ThrottledClaim = { claimed: [], cursor, heldBy: null, more: false, contended: false };
-  if (want <= 0) return none;
+  const none: ThrottledClaim = { claimed: [], cursor, heldBy: null, more: false, contended: false, committed: Promise.resolve(), completed: new Set() };
+  if (want <= 0 && completions.length === 0) return none;
   const statement = throttledStatement(task, policy);
   const args = [String(want), String(leaseMs / 1000), workerId === null ? 'NULL' : pg.escapeLiteral(workerId), ...(statement.keyed ? [pg.escapeLiteral(cursor), String(Math.min(runnable, want))] : [])];
-  return withConnection(db, async (connection) => {
-    try {
-      const prepared = preparedOn(connection);
-      const prepare = prepared.has(statement.name) ? '' : `PREPARE ${statement.name}(${statement.keyed ? 'int, float8, uuid, text, int' : 'int, float8, uuid'}) AS ${statement.text};`;
-      // One round trip: BEGIN, the lock (its outcome kept in a transaction-local setting the claim
-      // reads), the claim in a statement of its own, whose snapshot is taken after the lock, and COMMIT.
-      const results = (await connection.query(
-        `${prepare}
-         BEGIN ISOLATION LEVEL READ COMMITTED;
-         SELECT set_config('stepwise.claim_locked', pg_try_advisory_xact_lock(hashtextextended('stepwise.limit:' || ${pg.escapeLiteral(task)}, 0))::text, true);
-         EXECUTE ${statement.name}(${args.join(', ')});
-         COMMIT;`,
-      )) as unknown as pg.QueryResult[];
-      prepared.add(statement.name);
-      const rows = results[results.length - 2].rows as ThrottledRow[];
-      if (rows.length === 0) return none;
-      const claimed = rows.filter((r) => r.id !== null && r.id !== undefined).map((r) => toClaimed(r as ClaimRow));
-      const summary = rows[0];
-      const heldBy = claimed.length < want && summary.due_left ? (summary.held_by_rate > 0 ? 'rate' : 'concurrency') : null;
-      return { claimed, cursor: summary.next_cursor ?? cursor, heldBy, more: summary.share_full && claimed.length < want, contended: !summary.locked };
-    } catch (err) {
-      await connection.query('ROLLBACK').catch(() => undefined);
-      // PREPARE is not undone by a rollback: learn whether it ran, so the next claim neither repeats nor skips it.
-      const found = await connection.query('SELECT 1 FROM pg_prepared_statements WHERE name = $1', [statement.name]).catch(() => undefined);
-      if (found?.rowCount) preparedOn(connection).add(statement.name);
-      throw err;
-    }
+  // One round trip: BEGIN, the lock (its outcome kept in a transaction-local setting the claim
+  // reads), the claim in a statement of its own, whose snapshot is taken after the lock, and COMMIT.
+  // Its generic plan serves every room and cursor: planning it for each claim cost more than running it.
+  const build = (connection: pg.ClientBase) => {
+    const prepared = preparedOn(connection);
+    const prepare = [
+      ...(prepared.has(statement.name) ? [] : [`PREPARE ${statement.name}(${statement.keyed ? 'int, float8, uuid, text, int' : 'int, float8, uuid'}) AS ${statement.text}`]),
+      ...(completions.length === 0 || prepared.has(COMPLETE_NAME) ? [] : [COMPLETE_PREPARE]),
+    ];
+    const statements = [
+      ...prepare,
+      'BEGIN ISOLATION LEVEL READ COMMITTED',
+      'SET LOCAL plan_cache_mode = force_generic_plan',
+      // Completions first: the claim, a later statement, sees the places they free.
+      ...(completions.length > 0 ? [completeExecute(completions)] : []),
+      `SELECT set_config('stepwise.claim_locked', pg_try_advisory_xact_lock(hashtextextended('stepwise.limit:' || ${pg.escapeLiteral(task)}, 0))::text, true)`,
+      `EXECUTE ${statement.name}(${args.join(', ')})`,
+      'COMMIT',
+    ];
+    // Counted as prepared from here: a failure before a PREPARE ran is corrected below.
+    prepared.add(statement.name);
+    if (completions.length > 0) prepared.add(COMPLETE_NAME);
+    const claimAt = statements.length - 2;
+    return { statements, indexes: completions.length > 0 ? [claimAt - 2, claimAt] : [claimAt] };
+  };
+  // PREPARE is not undone by a rollback: after a failure, learn which ran, so that the next claim on
+  // that connection neither repeats nor skips one.
+  const { rows: results, finished } = await simpleRowsBeforeCommit(db, build, async (c) => {
+    const found = await c.query<{ name: string }>('SELECT name FROM pg_prepared_statements WHERE name = ANY($1)', [[statement.name, COMPLETE_NAME]]);
+    const names = new Set(found.rows.map((r) => r.name));
+    for (const name of [statement.name, COMPLETE_NAME]) if (!names.has(name)) preparedOn(c).delete(name);
   });
+  const rows = results[results.length - 1] as ThrottledRow[];
+  const completed = new Set(completions.length > 0 ? (results[0] as Array<{ id: string }>).map((r) => r.id) : []);
+  const claimed = rows.filter((r) => r.id !== null && r.id !== undefined).map((r) => toClaimed(r as ClaimRow));
+  const summary = rows[0];
+  if (!summary) return { ...none, committed: finished, completed };
+  // Held back: fewer than the worker could start at once (prefetch room left empty is no throttling).
+  const heldBy = claimed.length < Math.min(runnable, want) && summary.due_left ? (summary.held_by_rate > 0 ? 'rate' : 'concurrency') : null;
+  return { claimed, cursor: summary.next_cursor ?? cursor, heldBy, more: summary.share_full && claimed.length < want, contended: !summary.locked, committed: finished, completed };
 }
 
 /** The claim statements each connection has prepared (PREPARE, in SQL: they run inside one simple query). */
@@ -97,7 +138,9 @@ function preparedOn(connection: object): Set<string> {
 
 /**
  * The claim statement of one task under one policy ($1 the room, $2 lease seconds, $3 worker id, $4
- * the cursor), with the task and the limits written into the text and prepared once per connection.
+ * the cursor, $5 the room to run at once), with the task and the limits written into the text and
+ * prepared once per connection. It claims nothing unless the transaction's `stepwise.claim_locked`
+ * setting is 'true' (exported for scripts/bench/flow-explain.ts).
  *
  * - Groups: with a keyed limit, the keys that have due executions, found by skipping through the
  *   key's index one key at a time (a loose index scan: one probe per key, however long a key's
@@ -105,14 +148,15 @@ function preparedOn(connection: object): Set<string> {
  *   cursor), then the keys that have only expired leases to take over. Keys at their concurrency limit are skipped; the first $1 with room are
  *   kept. The recursion runs only as far as the LIMIT pulls it. Without a key, one group: the task.
  * - Candidates: each group's due executions in priority then due order, at most its room and its
- *   share of $1 (split evenly between the groups), locked with SKIP LOCKED.
+ *   share of $1 (split evenly between the groups), locked with SKIP LOCKED. A key that gave its whole
+ *   share, less than its room, may have more: the worker claims again at once.
  * - Picked: the candidates in turns (every group's first, then every group's second, ...), without
  *   more starts per rate key than the window has left (a resume after a sleep or an event is no
  *   start), and, for an unkeyed concurrency limit, no more than the task has room for. Past the
  *   worker's free slots ($5), a key gives only its first (room - 1) / 2: a buffer never holds the
  *   places that other workers with free slots need (a small limit gives none ahead at all).
  */
-function throttledStatement(task: string, policy: FlowPolicy): ThrottledStatement {
+export function throttledStatement(task: string, policy: FlowPolicy): ThrottledStatement {
   const key = JSON.stringify([task, policy.concurrency, policy.rateLimit]);
   let statement = statementsByPolicy.get(key);
   if (statement) return statement;
@@ -139,6 +183,10 @@ function throttledStatement(task: string, policy: FlowPolicy): ThrottledStatemen
     const next = (after: string, upTo: string) => `SELECT ${group} FROM stepwise.executions
             WHERE ${fresh} AND ${group} IS NOT NULL AND ${after}${upTo} ORDER BY ${group} LIMIT 1`;
     const room = conc?.key ? `${conc.limit} - ${running(` AND concurrency_key = r.k`)}` : '$1::int';
+    // Keys a claim visits: enough to fill the room twice over at the per-key limit, at least 16 (every
+    // key, when fewer have work). Each key costs a probe, a count and a locked scan: a claim of 288 over
+    // 100 keys of 32 need not visit them all, and the cursor brings the others' turn at the next claims.
+    const keysPerClaim = conc?.key ? `least($1::int, greatest(16, ceil(2.0 * $1::int / ${conc.limit})::int))` : '$1';
     groups = `after_keys(k) AS (
        (${next(`${group} > $4::text`, '')})
        UNION ALL
@@ -161,14 +209,14 @@ function throttledStatement(task: string, policy: FlowPolicy): ThrottledStatemen
      ),
      groups AS (
        SELECT g.k, g.room, row_number() OVER () AS pos, count(*) OVER () AS n FROM (
-         SELECT r.k, m.room FROM ring r CROSS JOIN LATERAL (SELECT ${room} AS room OFFSET 0) m WHERE ${gate} AND m.room > 0 LIMIT $1
+         SELECT r.k, m.room FROM ring r CROSS JOIN LATERAL (SELECT ${room} AS room OFFSET 0) m WHERE ${gate} AND m.room > 0 LIMIT ${keysPerClaim}
        ) g
      ),
      cand AS (
        SELECT c.*, g.k, g.pos, g.room, least(g.room, ceil($1::float8 / g.n)::int) AS share,
               row_number() OVER (PARTITION BY g.k ORDER BY c.priority DESC, c.due_at) AS rank
          FROM groups g CROSS JOIN LATERAL (
-           ${candidates(` AND ${group} = g.k`, 'least(g.room, ceil($1::float8 / g.n)::int + 1)')}
+           ${candidates(` AND ${group} = g.k`, 'least(g.room, ceil($1::float8 / g.n)::int)')}
          ) c
      ),`;
   } else {
@@ -203,13 +251,19 @@ function throttledStatement(task: string, policy: FlowPolicy): ThrottledStatemen
      clock AS MATERIALIZED (SELECT clock_timestamp() AS t),
      ${groups}
      ${rateRooms}
-     ranked AS (
+     ${
+       rate
+         ? `ranked AS (
        SELECT c.*, CASE WHEN c.status <> 'waiting' THEN row_number() OVER (PARTITION BY coalesce(c.rate_key, ''), c.status <> 'waiting' ORDER BY c.rank, c.pos) END AS start_rank
          FROM cand c WHERE c.rank <= c.share
      ),
      allowed AS (
        SELECT r.*, (r.status <> 'waiting' AND r.start_rank > ${startRoom}) AS over_rate FROM ranked r
-     ),
+     ),`
+         : `allowed AS (
+       SELECT c.*, false AS over_rate FROM cand c WHERE c.rank <= c.share
+     ),`
+     }
      ordered AS (
        SELECT a.*, row_number() OVER (ORDER BY a.rank, a.pos) AS ord FROM allowed a WHERE NOT a.over_rate
      ),
@@ -224,9 +278,9 @@ function throttledStatement(task: string, policy: FlowPolicy): ThrottledStatemen
      summary AS (
        SELECT (SELECT k FROM picked ORDER BY pos DESC LIMIT 1) AS next_cursor,
               (SELECT count(*) FROM allowed WHERE over_rate)::int AS held_by_rate,
-              (SELECT count(*) FROM picked) < $1 AND EXISTS (
+              (SELECT count(*) FROM picked) < ${runnable} AND EXISTS (
                 SELECT 1 FROM stepwise.executions WHERE ${fresh} AND id <> ALL(ARRAY(SELECT id FROM picked)) ORDER BY priority DESC, due_at LIMIT 1) AS due_left,
-              EXISTS (SELECT 1 FROM cand WHERE rank > share AND share < room) AS share_full,
+              EXISTS (SELECT 1 FROM cand WHERE rank = share AND share < room) AS share_full,
               ${gate} AS locked,
               (SELECT count(*) FROM claim_notified) AS _c
      )
