@@ -1,5 +1,7 @@
 // `make bench`: Stepwise's benchmark scenarios S1-S4 (scripts/bench/scenarios.ts, on any clone), then
-// its own extra scenarios; prints a table and writes bench-results/<timestamp>.json. With --peers, S1-S4
+// its own extra scenarios; prints a table and writes bench-results/<timestamp>.json. One extra is
+// opt-in (it takes minutes): the claim cost of flow control, `make bench ARGS="--scenarios=
+// --extras-only flow"` (scripts/bench/flow.ts). With --peers, S1-S4
 // run through the peers' benchmark harness instead, for Stepwise and for graphile-worker, pg-boss, DBOS
 // and pg-workflows alike (the harness is not part of this repository: --peers-bench DIR or
 // STEPWISE_PEERS_BENCH say where it is). Uses the PostgreSQL at PGHOST:PGPORT (default
@@ -7,15 +9,16 @@
 // never dist/ (scripts/bench/build.ts says why).
 import { execFileSync, spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Command } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
 import { startEmbeddedPostgres } from '../src/store/embedded';
-import { EXTRA_NAMES, runExtras, type ExtraResult } from './bench/extras';
+import { EXTRA_NAMES, extraSteps, OPT_IN_EXTRAS, runExtras, type ExtraResult } from './bench/extras';
+import { FLOW_VARIANT_NAMES, flowVariants } from './bench/flow';
 import { buildForBench, ROOT } from './bench/build';
 import { runScenarios, type ScenarioLine } from './bench/scenarios';
+import { reachable } from './bench/reachable';
 
 interface Options {
   reps: string;
@@ -26,6 +29,7 @@ interface Options {
   listRows: string;
   longPolls: string;
   extrasOnly?: string;
+  flowVariants?: string;
   peersBench?: string;
   harnessResults?: string;
 }
@@ -54,16 +58,6 @@ function findHarness(flag: string | undefined): string {
       'Without --peers, make bench runs Stepwise\'s own S1-S4, which need nothing else.',
     ].join('\n'),
   );
-}
-
-function reachable(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.connect({ host, port });
-    s.setTimeout(1000);
-    s.once('connect', () => (s.destroy(), resolve(true)));
-    s.once('error', () => resolve(false));
-    s.once('timeout', () => (s.destroy(), resolve(false)));
-  });
 }
 
 /** Copies the harness to a temporary folder with Stepwise's adapter registered in it. */
@@ -126,14 +120,21 @@ function table(lines: HarnessLine[], extras: ExtraResult[]): string {
       ]);
     }
   }
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  const fmt = (r: string[]) => `| ${r.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
-  const out = [fmt(rows[0]), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.slice(1).map(fmt)];
+  const out = lines.length > 0 ? markdown(rows) : [];
   if (extras.length) {
-    out.push('', 'Stepwise extras:');
+    if (out.length > 0) out.push('');
+    out.push('Stepwise extras:');
     for (const e of extras) out.push(`- ${e.label}: ${e.summary}`);
+    for (const e of extras.filter((x) => x.table)) out.push('', `${e.label}:`, '', ...markdown(e.table as string[][]), ...(e.notes ?? []));
   }
   return out.join('\n');
+}
+
+/** A Markdown table, columns padded, header row first. */
+function markdown(rows: string[][]): string[] {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  const fmt = (r: string[]) => `| ${r.map((c, i) => (c ?? '').padEnd(widths[i])).join(' | ')} |`;
+  return [fmt(rows[0]), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.slice(1).map(fmt)];
 }
 
 async function main(): Promise<void> {
@@ -147,15 +148,24 @@ async function main(): Promise<void> {
     )
     .option('--peers-bench <dir>', "the peers' benchmark harness for --peers (default: STEPWISE_PEERS_BENCH, else ../shared/peers-bench beside the repository)")
     .option('--no-extras', 'skip Stepwise-only scenarios')
-    .option('--extras-only <list>', `run only these Stepwise-only scenarios (${EXTRA_NAMES.join(',')}); with --scenarios= nothing else`)
-    .option('--n <n>', 'override the job count of S1-S3 (quick runs)')
+    .option(
+      '--extras-only <list>',
+      `run only these Stepwise-only scenarios (${EXTRA_NAMES.join(',')}, and the opt-in ${OPT_IN_EXTRAS.join(',')}, which runs only when named); with --scenarios= nothing else. ` +
+        'flow: the claim cost of each flow-control feature against a plain task, S2-style, --reps interleaved repetitions of 6 variants (about 10 s per variant and repetition: 3 min at 3 reps); ' +
+        'make bench ARGS="--scenarios= --extras-only flow"',
+    )
+    .option('--flow-variants <list>', `the variants of the flow extra (${FLOW_VARIANT_NAMES.join(',')}; default all; plain always runs, the ratios need it)`)
+    .option('--n <n>', 'override the job count of S1-S3 and of the flow extra (quick runs)')
     .option('--list-rows <n>', 'rows for the list-with-total scenario', '1000000')
     .option('--long-polls <n>', 'concurrent long-polls, and concurrent streams, held by one API process', '10000')
     .option('--harness-results <dir>', 'reuse the harness results (*.jsonl) of an earlier run instead of running S1-S4')
     .parse(process.argv);
   const opts = program.opts<Options>();
-  const unknownExtras = (opts.extrasOnly?.split(',').filter(Boolean) ?? []).filter((x) => !(EXTRA_NAMES as readonly string[]).includes(x));
-  if (unknownExtras.length > 0) throw new Error(`--extras-only: no extra named ${unknownExtras.join(', ')} (there are ${EXTRA_NAMES.join(', ')})`);
+  const knownExtras: readonly string[] = [...EXTRA_NAMES, ...OPT_IN_EXTRAS];
+  const unknownExtras = (opts.extrasOnly?.split(',').filter(Boolean) ?? []).filter((x) => !knownExtras.includes(x));
+  if (unknownExtras.length > 0) throw new Error(`--extras-only: no extra named ${unknownExtras.join(', ')} (there are ${knownExtras.join(', ')})`);
+  const chosenFlowVariants = opts.flowVariants?.split(',').filter(Boolean);
+  flowVariants(chosenFlowVariants); // fails now, not after S1-S4, on an unknown variant
   const harnessSource = opts.peers ? findHarness(opts.peersBench) : undefined;
   process.stdout.write('building .bench-dist/ ...\n');
   const dist = buildForBench();
@@ -191,7 +201,9 @@ async function main(): Promise<void> {
   // S4 once more with Stepwise scheduling as the peers' producers do (direct SQL through the SDK's
   // schedule(), no API server), so that each is compared with its like.
   const sqlScenarios = scenarios.filter((s) => s === 'S4');
-  const steps = (opts.peers ? peers.length * scenarios.length + variantScenarios.length : scenarios.length) + sqlScenarios.length + (opts.extras ? EXTRA_NAMES.length : 0);
+  const extrasOnly = opts.extrasOnly?.split(',').filter(Boolean);
+  const extraStepCount = opts.extras ? extraSteps({ only: extrasOnly, reps, flowVariants: chosenFlowVariants }) : 0;
+  const steps = (opts.peers ? peers.length * scenarios.length + variantScenarios.length : scenarios.length) + sqlScenarios.length + extraStepCount;
   bar.start(steps, 0, { step: 'starting' });
   let extras: ExtraResult[] = [];
   if (opts.harnessResults) {
@@ -216,7 +228,10 @@ async function main(): Promise<void> {
         listRows: Number(opts.listRows),
         longPolls: Number(opts.longPolls),
         progress,
-        only: opts.extrasOnly?.split(',').filter(Boolean),
+        only: extrasOnly,
+        reps,
+        n: n ? Number(n) : undefined,
+        flowVariants: chosenFlowVariants,
       });
     }
   } finally {

@@ -22,11 +22,17 @@ import { resumeCost } from './resume-cost';
 import { streams } from './streams';
 import { explainList } from './list-plans';
 import { stepwiseArgs } from './build';
+import { flowClaimCost, flowVariants } from './flow';
 
 export interface ExtraResult {
   label: string;
   summary: string;
   values: Record<string, number | boolean | string>;
+  /** A table printed under the extras (header row first), with notes under it. */
+  table?: string[][];
+  notes?: string[];
+  /** Every repetition's figures, for the result file. */
+  runs?: unknown;
 }
 
 export interface ExtrasOptions {
@@ -34,12 +40,33 @@ export interface ExtrasOptions {
   listRows: number;
   longPolls: number;
   progress: (step: string) => void;
-  /** Run only the extras of these names (EXTRA_NAMES); all when undefined. */
+  /** Run only the extras of these names (EXTRA_NAMES and OPT_IN_EXTRAS); EXTRA_NAMES when undefined. */
   only?: readonly string[];
+  /** Repetitions of the extras that repeat (flow). */
+  reps: number;
+  /** Executions per run of the flow extra (default 10,000). */
+  n?: number;
+  /** The flow extra's variants (all by default). */
+  flowVariants?: readonly string[];
 }
 
 /** The extras' short names, for `--extras-only`, in the order they run. */
 export const EXTRA_NAMES = ['latency', 'long-polls', 'streams', 'idle-worker', 'list', 'history', 'resume-cost'] as const;
+
+/**
+ * Extras that run only when `--extras-only` names them (they take longer than the default run should):
+ * flow, the claim cost of each flow-control feature (scripts/bench/flow.ts): 6 variants, each run a
+ * fresh database, a 10,000-execution preload over HTTP and a drain, about 8-12 s on the 2-core VM, so
+ * 2.5-3.5 min at 3 reps.
+ */
+export const OPT_IN_EXTRAS = ['flow'] as const;
+
+/** How many progress steps runExtras reports for these options. */
+export function extraSteps(options: Pick<ExtrasOptions, 'only' | 'reps' | 'flowVariants'>): number {
+  const names: readonly string[] = options.only ?? EXTRA_NAMES;
+  // One each, but flow: one per variant and repetition.
+  return names.reduce((sum, x) => sum + (x === 'flow' ? flowVariants(options.flowVariants).length * options.reps : 1), 0);
+}
 
 const ROOT = path.join(__dirname, '..', '..');
 const log = createLogger({ level: 'warn', pretty: false });
@@ -438,22 +465,25 @@ async function historyAtScale(env: NodeJS.ProcessEnv, rows: number, samples = 50
 /** Runs each extra; one that fails is reported as such and the others still run. */
 export async function runExtras(options: ExtrasOptions): Promise<ExtraResult[]> {
   const out: ExtraResult[] = [];
-  const attempt = async (name: (typeof EXTRA_NAMES)[number], label: string, run: () => Promise<ExtraResult[]>) => {
-    if (options.only && !options.only.includes(name)) return;
+  const attempt = async (name: (typeof EXTRA_NAMES)[number] | (typeof OPT_IN_EXTRAS)[number], label: string, run: () => Promise<ExtraResult[]>) => {
+    const selected = options.only ? options.only.includes(name) : (EXTRA_NAMES as readonly string[]).includes(name);
+    if (!selected) return;
     try {
       out.push(...(await run()));
     } catch (err) {
       out.push({ label, summary: `failed: ${(err as Error).message}`, values: { failed: true } });
     }
-    options.progress(label);
+    if (name !== 'flow') options.progress(label); // flow reports each run itself
   };
   await attempt('latency', 'event and long-poll latency', () => latencies(options.env));
-  options.progress('event and long-poll latency');
   await attempt('long-polls', `${options.longPolls} concurrent long-polls`, async () => [await longPolls(options.env, options.longPolls)]);
   await attempt('streams', `${options.longPolls} concurrent streams`, async () => [await streams(options.env, options.longPolls, freshDatabase)]);
   await attempt('idle-worker', 'idle worker', async () => [await idleWorker(options.env)]);
   await attempt('list', 'list at scale', () => listAtScale(options.env, options.listRows));
   await attempt('history', 'history at scale', async () => [await historyAtScale(options.env, options.listRows)]);
   await attempt('resume-cost', 'resume cost by history length', async () => [await resumeCost(options.env, freshDatabase)]);
+  await attempt('flow', 'flow-control claim cost', async () => [
+    await flowClaimCost({ env: options.env, reps: options.reps, n: options.n, variants: options.flowVariants, progress: options.progress }),
+  ]);
   return out;
 }

@@ -4,7 +4,7 @@
 // roles: setup | enqueue | worker | producer. Plain JavaScript, no tsx: it loads the adapter, which
 // loads the compiled build (STEPWISE_DIST).
 import pg from 'pg';
-import { make } from './stepwise-adapter.mjs';
+import { make, scheduleShape } from './stepwise-adapter.mjs';
 
 const [, , spec, role, url, optsJson] = process.argv;
 const opts = JSON.parse(optsJson || '{}');
@@ -33,11 +33,58 @@ async function runPool(n, conc, fn) {
 
 process.on('disconnect', () => process.exit(1)); // the driver went away
 
+/**
+ * Counts the statements this process sends to PostgreSQL, by what they are, from the prepared
+ * statements' names (src/store): one pg query is one round trip. A counter and a clock read per
+ * call, so it costs the worker nothing measurable. Also holds the worker observer's counts.
+ */
+function countRoundTrips() {
+  const counts = {
+    round_trips: 0,
+    claim_loop: 0, // stepwise_claim_*: the batched claim of the worker loop
+    claim_fused: 0, // stepwise_complete_and_claim_*: completions and a claim in one statement
+    claim_throttled: 0, // EXECUTE stepwise_claim_throttled_*: a throttled claim (BEGIN, lock, completions, claim, COMMIT: one round trip)
+    complete: 0, // stepwise_complete: completions alone
+    other: 0,
+    claim_batches: 0, // non-empty claims, as the Worker's observer saw them
+    claimed: 0,
+    held_by_concurrency: 0, // claims that left due executions behind although the worker had room
+    held_by_rate: 0,
+  };
+  // Milliseconds from each statement's send to its answer, summed by kind: ms_<kind>. The batched
+  // claims answer with their rows before their commit is acknowledged (src/store/db.ts
+  // preparedRowsBeforeCommit): timed to the rows, what the worker waits for.
+  for (const k of ['claim_loop', 'claim_fused', 'claim_throttled', 'complete', 'other']) counts[`ms_${k}`] = 0;
+  const query = pg.Client.prototype.query;
+  pg.Client.prototype.query = function countedQuery(config, ...rest) {
+    const name = typeof config === 'object' && config !== null ? config.name : undefined;
+    const text = typeof config === 'string' ? config : (config?.text ?? '');
+    let kind = 'other';
+    if (text.includes('EXECUTE stepwise_claim_throttled_')) kind = 'claim_throttled';
+    else if (name?.startsWith('stepwise_complete_and_claim_')) kind = 'claim_fused';
+    else if (name?.startsWith('stepwise_claim_')) kind = 'claim_loop';
+    else if (name === 'stepwise_complete') kind = 'complete';
+    counts.round_trips++;
+    counts[kind]++;
+    const t0 = performance.now();
+    const took = () => void (counts[`ms_${kind}`] += performance.now() - t0);
+    const result = query.call(this, config, ...rest);
+    if (result && typeof result.then === 'function') result.then(took, took);
+    else if (config?.executed && typeof config.executed.then === 'function') config.executed.then(took, took);
+    else if (config && typeof config.submit === 'function' && typeof config.once === 'function') {
+      config.once('end', took);
+      config.once('error', took);
+    }
+    return result;
+  };
+  return counts;
+}
+
 async function main() {
   const adapter = make(spec.split(':')[1]);
 
   if (role === 'setup') {
-    await adapter.setup(url);
+    await adapter.setup(url, opts);
     await send({ type: 'done' });
     process.exit(0);
   }
@@ -49,7 +96,11 @@ async function main() {
     for (let i = 0; i < warmup; i++) await p.enqueue({ i: -1 - i, t: now(), warm: true }, kind);
     const c0 = process.cpuUsage();
     const t0 = now();
-    await runPool(n, conc, (i) => p.enqueue({ i, t: now() }, kind));
+    await runPool(n, conc, (i) => {
+      // S2/S3's kinds add nothing to { i, t }; a flow variant may add a key and a priority.
+      const shape = scheduleShape(kind, i);
+      return p.enqueue({ i, t: now(), ...shape.data }, kind, shape.options);
+    });
     const t1 = now();
     const cu = process.cpuUsage(c0);
     await p.close();
@@ -67,15 +118,26 @@ async function main() {
       if (firstStart === null) firstStart = t;
       if (payload && typeof payload.t === 'number' && !payload.warm) lat.push(t - payload.t);
     };
+    // With `count` (the flow benchmark), the worker's claims and database round trips are counted.
+    const counts = opts.count ? countRoundTrips() : undefined;
+    const observer = counts
+      ? {
+          claimed: (batch) => {
+            counts.claim_batches++;
+            counts.claimed += batch.length;
+          },
+          throttled: (_task, limit) => void (counts[`held_by_${limit}`] += 1),
+        }
+      : undefined;
     const cpu0 = process.cpuUsage();
     const tCall = now();
-    const w = await adapter.worker(url, { concurrency: opts.concurrency ?? 32, kind: opts.kind ?? 'noop', onStart });
+    const w = await adapter.worker(url, { concurrency: opts.concurrency ?? 32, kind: opts.kind ?? 'noop', onStart, observer });
     const tReady = now();
     await send({ type: 'ready', tCall, tReady });
     process.on('message', async (m) => {
       if (m.type === 'stats') {
         const cpu = process.cpuUsage(cpu0);
-        await send({ type: 'stats', starts, firstStart, lat: opts.wantLat ? lat : undefined, cpu_ms: (cpu.user + cpu.system) / 1000 });
+        await send({ type: 'stats', starts, firstStart, lat: opts.wantLat ? lat : undefined, cpu_ms: (cpu.user + cpu.system) / 1000, counts: counts && { ...counts } });
       } else if (m.type === 'stop') {
         const timer = setTimeout(() => process.exit(0), 15000);
         await w.stop().catch((e) => console.error('[bench worker] stop failed:', e.message));

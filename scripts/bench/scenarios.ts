@@ -46,7 +46,7 @@ const CHILD = path.join(__dirname, 'scenario-child.mjs');
 const now = () => performance.timeOrigin + performance.now();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function percentile(values: number[], p: number): number | null {
+export function percentile(values: number[], p: number): number | null {
   if (!values.length) return null;
   const s = [...values].sort((a, b) => a - b);
   const idx = (p / 100) * (s.length - 1);
@@ -148,7 +148,7 @@ async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Pro
 }
 
 // The adapter's database queries (remaining, succeeded, ...), loaded in this process too.
-interface Adapter {
+export interface Adapter {
   name: string;
   version: string;
   settings: unknown;
@@ -158,18 +158,21 @@ interface Adapter {
 }
 
 /** Needs STEPWISE_ROOT and STEPWISE_DIST in this process's environment too. */
-async function loadAdapter(spec: string): Promise<Adapter> {
+export async function loadAdapter(spec: string): Promise<Adapter> {
   const mod = (await import(pathToFileURL(path.join(__dirname, 'stepwise-adapter.mjs')).href)) as { make(variant?: string): Adapter };
   return mod.make(spec.split(':')[1]);
 }
 
-/** A fresh database with the adapter's setup applied; CHECKPOINT, so each measured phase starts clean. */
-async function freshSetup(o: ScenarioOptions): Promise<{ url: string; drop(): Promise<void> }> {
+/**
+ * A fresh database with the adapter's setup applied (`setup`: the setup role's options); CHECKPOINT,
+ * so each measured phase starts clean.
+ */
+async function freshSetup(o: Pick<ScenarioOptions, 'env' | 'spec'>, setup: object = {}): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `sw_bench_${randomBytes(4).toString('hex')}`;
   const admin = serverUrl(o.env, 'postgres');
   await withClient(admin, (c) => c.query(`CREATE DATABASE ${name}`));
   const url = serverUrl(o.env, name);
-  await runChild(o.spec, 'setup', url, {}, o.env, 120000);
+  await runChild(o.spec, 'setup', url, setup, o.env, 120000);
   await withClient(admin, (c) => c.query('CHECKPOINT'));
   return { url, drop: () => withClient(admin, (c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined) };
 }
@@ -187,8 +190,19 @@ async function s1(o: ScenarioOptions, adapter: Adapter, n: number): Promise<Reco
   }
 }
 
-async function drain(o: ScenarioOptions, adapter: Adapter, n: number, kind: 'noop' | 'steps3'): Promise<Record<string, number | string | null>> {
-  const { url, drop } = await freshSetup(o);
+/**
+ * S2 and S3: n executions of `kind` scheduled, VACUUM ANALYZE, CHECKPOINT, then one worker (concurrency
+ * 32) drains them. `kind` may also be a flow variant of the adapter's (scripts/bench/flow.ts), and
+ * `countClaims` has the worker count its claims and round trips (the result's `claims_*`).
+ */
+export async function drain(
+  o: Pick<ScenarioOptions, 'env' | 'spec'>,
+  adapter: Adapter,
+  n: number,
+  kind: string,
+  countClaims = false,
+): Promise<Record<string, number | string | null>> {
+  const { url, drop } = await freshSetup(o, kind === 'noop' || kind === 'steps3' ? {} : { kind });
   const c = new pg.Client({ connectionString: url });
   let w: Child | undefined;
   try {
@@ -198,7 +212,7 @@ async function drain(o: ScenarioOptions, adapter: Adapter, n: number, kind: 'noo
     await c.query('CHECKPOINT');
     const before = await adapter.remaining(c);
     if (before !== n) throw new Error(`expected ${n} queued, found ${before}`);
-    w = new Child(o.spec, 'worker', url, { concurrency: 32, kind }, o.env);
+    w = new Child(o.spec, 'worker', url, { concurrency: 32, kind, ...(countClaims ? { count: true } : {}) }, o.env);
     let ready: Message | undefined;
     w.waitFor('ready', 120000).then(
       (m) => (ready = m),
@@ -240,6 +254,7 @@ async function drain(o: ScenarioOptions, adapter: Adapter, n: number, kind: 'noo
       succeeded: ok,
       handler_starts: st.starts as number,
       worker_cpu_cores: (st.cpu_ms as number) / elapsed,
+      ...Object.fromEntries(Object.entries((st.counts ?? {}) as Record<string, number>).map(([k, v]) => [`claims_${k}`, v])),
     };
   } finally {
     if (w) {

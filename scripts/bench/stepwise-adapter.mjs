@@ -30,8 +30,45 @@ const TASK = { noop: 'bench-noop', steps3: 'bench-steps3' };
 const WORKER_POOL = Number(process.env.STEPWISE_BENCH_WORKER_POOL ?? 8);
 const API_POOL = Number(process.env.STEPWISE_BENCH_API_POOL ?? 8);
 
-function benchTasks(onStart = () => {}) {
-  return [
+/**
+ * The variants of the flow-control claim-cost benchmark (scripts/bench/flow.ts), by name: the task
+ * each one schedules and drains (its flow options), and what each schedule carries. `plain` is S2
+ * itself and `priority` S2's task scheduled with mixed priorities; the others are tasks of their own,
+ * which the worker serves alone (a worker that serves a throttled task claims it apart, see Worker).
+ * Keys spread over `tenants` values ('t000'..), round-robin in schedule order.
+ */
+export const FLOW_VARIANTS = {
+  plain: { task: TASK.noop, flow: null, describe: 'S2 as is: no flow control, priority 0' },
+  keyed: { task: 'bench-flow-keyed', flow: { concurrency: { limit: 32, key: '/tenant' } }, tenants: 100, describe: "concurrency { limit: 32, key: '/tenant' }, 100 tenants" },
+  'unkeyed-limit': { task: 'bench-flow-limit', flow: { concurrency: { limit: 32 } }, describe: 'concurrency { limit: 32 }' },
+  rate: { task: 'bench-flow-rate', flow: { rateLimit: { limit: 1000000, period: '1s' } }, describe: "rateLimit { limit: 1,000,000, period: '1s' } (never binds)" },
+  'rate-keyed': {
+    task: 'bench-flow-rate-keyed',
+    flow: { rateLimit: { limit: 1000000, period: '1s', key: '/tenant' } },
+    tenants: 100,
+    describe: "rateLimit { limit: 1,000,000, period: '1s', key: '/tenant' }, 100 tenants (never binds)",
+  },
+  priority: { task: TASK.noop, flow: null, priorities: 10, describe: 'S2 task, priorities 0..9 round-robin' },
+};
+
+/** The task name a kind schedules: S2/S3's kinds, or a flow variant's. */
+const taskOf = (kind) => TASK[kind] ?? FLOW_VARIANTS[kind]?.task ?? TASK.noop;
+
+/** What the i-th schedule of a kind adds to S2's payload ({ i, t }), and its schedule options. */
+export function scheduleShape(kind, i) {
+  const v = FLOW_VARIANTS[kind];
+  return {
+    data: v?.tenants ? { tenant: `t${String(i % v.tenants).padStart(3, '0')}` } : {},
+    options: v?.priorities ? { priority: i % v.priorities } : {},
+  };
+}
+
+/**
+ * The tasks a process defines: S2/S3's two, or, for a flow variant with a task of its own, that task
+ * alone (with its flow options), or with S2/S3's two for `setup`, which registers them all.
+ */
+function benchTasks(onStart = () => {}, kind = undefined, withBase = false) {
+  const base = [
     defineTask({
       name: TASK.noop,
       async run(_ctx, data) {
@@ -51,6 +88,17 @@ function benchTasks(onStart = () => {}) {
       },
     }),
   ];
+  const v = FLOW_VARIANTS[kind];
+  if (!v?.flow) return base;
+  const own = defineTask({
+    name: v.task,
+    ...v.flow,
+    async run(_ctx, data) {
+      onStart(data);
+      return null;
+    },
+  });
+  return withBase ? [...base, own] : [own];
 }
 
 function freePort() {
@@ -125,7 +173,7 @@ export async function startApiProcess(url) {
 export function make(variant) {
   if (variant !== undefined && variant !== 'sql') throw new Error(`unknown stepwise variant "${variant}" (known: sql)`);
   const pkg = require(path.join(ROOT, 'package.json'));
-  const tasks = benchTasks();
+  const byName = new Map(Object.keys(FLOW_VARIANTS).flatMap((k) => benchTasks(undefined, k, true)).map((t) => [t.name, t]));
   return {
     name: variant ? `stepwise:${variant}` : 'stepwise',
     version: `stepwise ${pkg.version}`,
@@ -140,14 +188,16 @@ export function make(variant) {
       durability: 'synchronous_commit on (server default); every step result committed before the handler goes on',
     },
 
-    async setup(url) {
+    // `kind`: also register a flow variant's task (its keys are computed from the registration when
+    // an execution is scheduled).
+    async setup(url, { kind } = {}) {
       const { migrateLatest } = dist('store/migrate.js');
       const { upsertTasks } = dist('store/tasks.js');
       const { TaskRegistry } = dist('engine/registry.js');
       const db = createDb({ url, poolMax: 2 });
       try {
         await migrateLatest(db);
-        await upsertTasks(db, new TaskRegistry(benchTasks()).toRegistrations());
+        await upsertTasks(db, new TaskRegistry(benchTasks(undefined, kind, true)).toRegistrations());
       } finally {
         await db.destroy();
       }
@@ -156,27 +206,28 @@ export function make(variant) {
     async producer(url) {
       if (variant === 'sql') {
         const pool = new (require('pg').Pool)({ connectionString: url, max: 32 });
-        const byKind = { noop: tasks[0], steps3: tasks[1] };
         return {
-          async enqueue(payload, kind = 'noop') {
-            return (await schedule(pool, byKind[kind], payload)).executionId;
+          async enqueue(payload, kind = 'noop', options = undefined) {
+            return (await schedule(pool, byName.get(taskOf(kind)), payload, options)).executionId;
           },
           close: () => pool.end(),
         };
       }
       const api = await startApiProcess(url);
       return {
-        async enqueue(payload, kind = 'noop') {
-          const r = await request(api.agent, api.port, 'POST', '/api/v1/executions', { task: TASK[kind], data: payload });
+        async enqueue(payload, kind = 'noop', options = undefined) {
+          const r = await request(api.agent, api.port, 'POST', '/api/v1/executions', { task: taskOf(kind), data: payload, ...(options?.priority !== undefined ? { priority: options.priority } : {}) });
           return r.execution_id;
         },
         close: () => api.close(),
       };
     },
 
-    async worker(url, { concurrency = 32, onStart }) {
+    // `kind`: a flow variant's worker serves that variant's task (S2/S3's two otherwise); `observer`
+    // is the Worker's (the flow benchmark counts claims with it).
+    async worker(url, { concurrency = 32, onStart, kind, observer }) {
       const db = createDb({ url, poolMax: WORKER_POOL });
-      const worker = new Worker({ db, databaseUrl: url, tasks: benchTasks(onStart), log: createLogger({ level: 'warn', pretty: false }), concurrency, pollIntervalMs: 1000 });
+      const worker = new Worker({ db, databaseUrl: url, tasks: benchTasks(onStart, kind), log: createLogger({ level: 'warn', pretty: false }), concurrency, pollIntervalMs: 1000, observer });
       await worker.start();
       return {
         async stop() {
