@@ -1,6 +1,7 @@
 // Flow control (PRODUCT.md §8): priorities, keyed concurrency, rate limits and debounce, through the
 // store's claims, the API and a real worker.
 import { defineTask, schedule, Type } from '../../src/index';
+import { Registry } from 'prom-client';
 import { parseFlow, type FlowOptions, type FlowPolicy } from '../../src/domain/flow';
 import { queryRows } from '../../src/store/db';
 import { insertExecutions, type NewExecution } from '../../src/store/executions';
@@ -11,6 +12,7 @@ import { startTestApi, type TestApi } from '../helpers/api-server';
 import { uniqueTask } from '../helpers/simulated-worker';
 import { startWorker } from '../helpers/worker';
 import { waitUntil } from '../helpers/wait-until';
+import { observeWorker } from '../../src/worker-metrics';
 
 let api: TestApi;
 beforeAll(async () => {
@@ -351,8 +353,8 @@ describe('GET /tasks and a real worker', () => {
         return null;
       },
     });
-    const held: string[] = [];
-    const worker = await startWorker(api.t, [task], { concurrency: 8, observer: { throttled: (t, limit) => held.push(`${t}:${limit}`) } });
+    const registry = new Registry();
+    const worker = await startWorker(api.t, [task], { concurrency: 8, observer: observeWorker(registry) });
     try {
       for (const tenant of ['a', 'a', 'a', 'b']) await api.client.schedule(name, { tenant });
       await waitUntil(async () => (await queryRows<{ n: number }>(api.db, "SELECT count(*)::int AS n FROM stepwise.executions WHERE task = ? AND status = 'running'", [name]))[0].n === 2);
@@ -369,7 +371,8 @@ describe('GET /tasks and a real worker', () => {
         ],
       });
       // a's two others were due while the worker had room: its claims count as throttled by concurrency.
-      expect(held).toContain(`${name}:concurrency`);
+      const throttled = (await registry.getSingleMetric('stepwise_claims_throttled_total')?.get())?.values ?? [];
+      expect(throttled.find((v) => v.labels.task === name && v.labels.limit === 'concurrency')?.value).toBeGreaterThan(0);
       release();
       await waitUntil(async () => (await queryRows<{ n: number }>(api.db, "SELECT count(*)::int AS n FROM stepwise.executions WHERE task = ? AND status = 'completed'", [name]))[0].n === 4);
     } finally {
