@@ -23,17 +23,9 @@ import { streams } from './streams';
 import { explainList } from './list-plans';
 import { stepwiseArgs } from './build';
 import { flowClaimCost, flowVariants } from './flow';
+import type { ExtraResult } from './extra-result';
 
-export interface ExtraResult {
-  label: string;
-  summary: string;
-  values: Record<string, number | boolean | string>;
-  /** A table printed under the extras (header row first), with notes under it. */
-  table?: string[][];
-  notes?: string[];
-  /** Every repetition's figures, for the result file. */
-  runs?: unknown;
-}
+export type { ExtraResult } from './extra-result';
 
 export interface ExtrasOptions {
   env: NodeJS.ProcessEnv;

@@ -25,7 +25,7 @@
 // keys, fresh and half drained): `npx tsx scripts/bench/flow-explain.ts`.
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { ExtraResult } from './extras';
+import type { ExtraResult } from './extra-result';
 import { drain, loadAdapter, percentile } from './scenarios';
 
 export const FLOW_VARIANT_NAMES = ['plain', 'keyed', 'unkeyed-limit', 'rate', 'rate-keyed', 'priority'] as const;
