@@ -2,7 +2,7 @@ import ms from 'ms';
 import { isDatabaseUnavailable } from '../store/db-errors';
 import type { Logger } from '../logger';
 import type { Db } from '../store/db';
-import { deleteFinishedExecutions } from '../store/retention';
+import { deleteFinishedExecutions, deleteOldRateStarts } from '../store/retention';
 import { deleteFinishedDeliveries } from '../store/webhook-deliveries';
 
 export interface RetentionSweeperOptions {
@@ -83,6 +83,10 @@ export class RetentionSweeper {
       // Webhook deliveries that are over (delivered or failed) go after the same period, from their creation.
       for (let deliveries = this.batchSize; deliveries === this.batchSize && !this.stopped; ) {
         deliveries = await deleteFinishedDeliveries(db, cutoff, this.batchSize);
+      }
+      // Rate-limit stamps past any period, left by tasks no longer claimed under a rate limit.
+      for (let stamps = this.batchSize; stamps === this.batchSize && !this.stopped; ) {
+        stamps = await deleteOldRateStarts(db, this.batchSize);
       }
     } catch (err) {
       const level = isDatabaseUnavailable(err) ? 'warn' : 'error';

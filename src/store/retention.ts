@@ -27,3 +27,19 @@ export async function deleteFinishedExecutions(db: Db, cutoff: Date, limit: numb
   const rows = await queryRows(db, DELETE_FINISHED_SQL, [cutoff, cutoff, limit]);
   return rows.length;
 }
+
+/**
+ * Deletes up to `limit` rate-limit start stamps older than a day, the longest period a rate limit may
+ * have: every claim of a rate-limited task forgets its own old stamps, so these are only those of tasks
+ * whose rate limit was removed, or whose workers stopped. Returns how many it deleted.
+ */
+export async function deleteOldRateStarts(db: Db, limit: number): Promise<number> {
+  const rows = await queryRows(
+    db,
+    `DELETE FROM stepwise.rate_starts WHERE ctid = ANY(ARRAY(
+       SELECT ctid FROM stepwise.rate_starts WHERE started_at < now() - interval '1 day' LIMIT ?))
+     RETURNING 1`,
+    [limit],
+  );
+  return rows.length;
+}

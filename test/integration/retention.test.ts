@@ -1,7 +1,7 @@
 import { RetentionSweeper } from '../../src/engine/retention';
 import { getExecution, insertExecutions } from '../../src/store/executions';
 import { queryRows } from '../../src/store/db';
-import { DELETE_FINISHED_SQL, deleteFinishedExecutions } from '../../src/store/retention';
+import { DELETE_FINISHED_SQL, deleteFinishedExecutions, deleteOldRateStarts } from '../../src/store/retention';
 import { loadSteps } from '../../src/store/steps';
 import { startTestApi, type TestApi } from '../helpers/api-server';
 import { registerTask, uniqueTask } from '../helpers/simulated-worker';
@@ -58,6 +58,19 @@ describe('retention: finished executions are deleted once past the retention per
     expect(kept.filter((id) => !left.has(id))).toEqual([]);
     expect(await loadSteps(api.db, gone[0])).toEqual([]);
     expect(await loadSteps(api.db, kept[0])).toHaveLength(1);
+  });
+
+  test('rate-limit start stamps older than a day go; younger ones, still in some window, stay', async () => {
+    const task = uniqueTask('rated');
+    await queryRows(
+      api.db,
+      `INSERT INTO stepwise.rate_starts (task, key, started_at) VALUES (?, '', now() - interval '25 hours'), (?, 'a', now() - interval '26 hours'), (?, '', now() - interval '23 hours')`,
+      [task, task, task],
+    );
+    expect(await deleteOldRateStarts(api.db, 1)).toBe(1);
+    expect(await deleteOldRateStarts(api.db, 100)).toBeGreaterThanOrEqual(1);
+    const left = await queryRows<{ key: string }>(api.db, 'SELECT key FROM stepwise.rate_starts WHERE task = ?', [task]);
+    expect(left).toEqual([{ key: '' }]);
   });
 
   test('finds its rows through an index, never by reading the whole table', async () => {
