@@ -49,6 +49,10 @@ export class ChildSteps {
       if (!startAt) throw new RangeError(`child ${JSON.stringify(key)}: startAt ${String(options.startAt)} is not an instant`);
     }
     const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, `invoke ${JSON.stringify(key)} timeout`);
+    const priority = options.priority;
+    if (priority !== undefined && (typeof priority !== 'number' || !Number.isInteger(priority) || Math.abs(priority) > 1_000_000)) {
+      throw new RangeError(`child ${JSON.stringify(key)}: priority must be a whole number from -1,000,000 to 1,000,000, not ${String(priority)}`);
+    }
     // Checked, against the schema too, as it will be stored (see toStoredValue).
     let stored: unknown;
     try {
@@ -60,7 +64,7 @@ export class ChildSteps {
       await this.ctx.children.check(taskName, stored);
       const id = newExecutionId();
       const started = Date.now();
-      const childId = await this.ctx.write(() => startChild(this.ctx.db, this.ctx.lease, { id, seq, name: key, task: taskName, data: stored, startAt, detached, timeoutMs }));
+      const childId = await this.ctx.write(() => startChild(this.ctx.db, this.ctx.lease, { id, seq, name: key, task: taskName, data: stored, startAt, detached, timeoutMs, priority }));
       if (childId === undefined) throw new LeaseLostError(this.ctx.lease.id);
       if (detached) this.ctx.onStep?.(key, 'child', Date.now() - started);
       return childId;

@@ -76,6 +76,8 @@ export interface TaskContext<E extends Record<string, TSchema> = Record<string, 
 export interface ChildOptions {
   /** Start no earlier than this instant, as POST /executions' `start_at`. */
   startAt?: Date | string;
+  /** The child's priority (-1,000,000 to 1,000,000); by default, its parent's. */
+  priority?: number;
 }
 
 /** Options of ctx.invoke. */

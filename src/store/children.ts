@@ -22,6 +22,8 @@ export interface NewChild {
   detached: boolean;
   /** ctx.invoke's timeout: the wait ends this long after the child is started, finished or not. */
   timeoutMs?: number;
+  /** The child's priority; undefined for its parent's. */
+  priority?: number;
 }
 
 /** What a child step stores: the child's id, and once it has finished, its outcome. */
@@ -49,11 +51,11 @@ export async function startChild(db: Db, lease: Lease, child: NewChild): Promise
     db,
     'stepwise_start_child',
     `WITH parent AS (
-       SELECT id FROM stepwise.executions WHERE id = $1 AND lease_token = $2 AND status = 'running' FOR NO KEY UPDATE
+       SELECT id, priority FROM stepwise.executions WHERE id = $1 AND lease_token = $2 AND status = 'running' FOR NO KEY UPDATE
      ),
      inserted AS (
-       INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, parent_id, start_at, due_at, concurrency_key, rate_key)
-       SELECT $3, $4, 'pending', $5::jsonb, $6, parent.id, $7::timestamptz, greatest(now(), coalesce($7::timestamptz, now())),
+       INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, parent_id, start_at, due_at, priority, concurrency_key, rate_key)
+       SELECT $3, $4, 'pending', $5::jsonb, $6, parent.id, $7::timestamptz, greatest(now(), coalesce($7::timestamptz, now())), coalesce($12::int, parent.priority),
               ${flowKeySql('$5::jsonb', 'tk.concurrency_key_path')}, ${flowKeySql('$5::jsonb', 'tk.rate_key_path')}
          FROM parent LEFT JOIN stepwise.tasks tk ON tk.name = $4
        ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -80,7 +82,7 @@ export async function startChild(db: Db, lease: Lease, child: NewChild): Promise
      SELECT (SELECT id FROM child) AS id, EXISTS (SELECT 1 FROM parent) AS fenced,
             (SELECT count(*) FROM counted) AS _c,
             (SELECT bool_and(CASE WHEN due_at <= now() THEN pg_notify('${CHANNEL_WORK}', task) END IS NULL) FROM inserted) AS _n`,
-    [lease.id, lease.token, child.id, child.task, toJsonb(child.data ?? null), key, child.startAt?.toISOString() ?? null, child.seq, child.name, child.detached, child.timeoutMs === undefined ? null : child.timeoutMs / 1000],
+    [lease.id, lease.token, child.id, child.task, toJsonb(child.data ?? null), key, child.startAt?.toISOString() ?? null, child.seq, child.name, child.detached, child.timeoutMs === undefined ? null : child.timeoutMs / 1000, child.priority ?? null],
   );
   const row = rows[0];
   if (!row?.fenced) return undefined;

@@ -182,6 +182,32 @@ describe('ctx.invoke', () => {
     }
   });
 
+  test("a child takes its parent's priority unless given one; a bad one fails the parent", async () => {
+    const child = defineTask({ name: uniqueTask('prio-child'), async run() {
+      return null;
+    } });
+    const parent = defineTask({ name: uniqueTask('prio-parent'), async run(ctx) {
+      await ctx.spawn('inherits', child, null);
+      await ctx.spawn('own', child, null, { priority: -3 });
+      return null;
+    } });
+    const badPriority = defineTask({ name: uniqueTask('prio-bad'), async run(ctx) {
+      return ctx.spawn('bad', child, null, { priority: 1.5 });
+    } });
+    const worker = await startWorker(api.t, [child, parent, badPriority] as never, { concurrency: 4 });
+    try {
+      const { execution_id: id } = await api.client.schedule(parent.name, {}, { priority: 7 });
+      expect(await api.client.wait(id, { deadlineMs: 15_000 })).toMatchObject({ status: 'completed' });
+      const children = await queryRows<{ key: string; priority: number }>(api.db, 'SELECT idempotency_key AS key, priority FROM stepwise.executions WHERE parent_id = ? ORDER BY created_at', [id]);
+      expect(children.map((c) => c.priority)).toEqual([7, -3]);
+      const { execution_id: bad } = await api.client.schedule(badPriority.name, {});
+      const failed = await api.client.wait(bad, { deadlineMs: 15_000 });
+      expect(failed.error?.message).toContain('child "bad": priority must be a whole number from -1,000,000 to 1,000,000, not 1.5');
+    } finally {
+      await worker.stop();
+    }
+  });
+
   test('a child that finished before its parent suspended is not waited for', async () => {
     // The child finishes in the window between its insert and the parent's suspension; the parent
     // must see it finished instead of waiting for a wake-up that already happened.
