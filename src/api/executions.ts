@@ -2,7 +2,6 @@ import type Router from '@koa/router';
 import { parseInstant } from '../domain/instant';
 import { reservedKeyPrefix } from '../domain/keys';
 import { ExecutionAlreadyExistsError, ExecutionNotCancellableError, ExecutionNotFoundError, InvalidDataError } from '../errors';
-import { preparedRows } from '../store/db';
 import { getExecution, insertDebounced, listExecutions } from '../store/executions';
 import { cancelExecution } from '../store/transitions/cancel';
 import { loadSteps } from '../store/steps';
@@ -42,7 +41,7 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
     const data = toValidData(task, body.data);
     const item = { task: body.task, data, idempotencyKey: body.idempotency_key, startAt, tags: body.tags, priority: body.priority };
     // A debounced schedule may update the pending execution: a statement of its own, never batched.
-    const result = (task.debounced ? await insertDebounced((name, text, values) => preparedRows(db, name, text, values), item) : undefined) ?? (await inserts.submit(item));
+    const result = (task.debounced ? await insertDebounced(db, item) : undefined) ?? (await inserts.submit(item));
     if (result.created) return { status: 201, body: toScheduledExecution(result.execution, result.debounced) };
     if (result.execution.task !== body.task) throw new ExecutionAlreadyExistsError(body.idempotency_key ?? '', result.execution.task);
     return { status: 200, body: toScheduledExecution(result.execution, result.debounced) };

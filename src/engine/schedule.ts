@@ -8,7 +8,7 @@ import { compileJsonSchema, describeSchemaErrors, SchemaValidators } from '../do
 import { toStoredValue } from '../domain/json';
 import type { ExecutionStatus } from '../domain/status';
 import { onCallerConnection, type Queryable } from '../store/db';
-import { insertDebounced, insertExecutionsWith } from '../store/executions';
+import { insertDebouncedWith, insertExecutionsWith } from '../store/executions';
 import { readDataSchemaText } from '../store/tasks';
 import { isTaskDefinition, TASK_NAME, type TaskDefinition } from './task';
 import { TaskNotRegisteredError } from '../errors';
@@ -144,7 +144,7 @@ export async function schedule(db: Queryable, task: TaskDefinition | string, dat
     }
     const item = { task: name, data: stored, idempotencyKey: key, startAt, tags, priority };
     // A task debounced in its definition but not (yet) in its registered row is scheduled as usual.
-    const one = debounced ? await insertDebounced(run, item) : undefined;
+    const one = debounced ? await insertDebouncedWith(run, item) : undefined;
     return one ? [one] : insertExecutionsWith(run, [item]);
   });
   if (!result.created && result.execution.task !== name) throw new IdempotencyKeyConflictError(key ?? '', result.execution.task);

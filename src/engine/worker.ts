@@ -3,7 +3,7 @@ import { GroupCommitter } from '../group-commit';
 import { isDatabaseUnavailable } from '../store/db-errors';
 import { mayPrefetch, type FlowPolicy } from '../domain/flow';
 import { claimExecutionsBeforeCommit, completeAndClaimBeforeCommit, type ClaimedExecution, type CompleteAndClaimResult } from '../store/transitions/claim';
-import { claimThrottledExecutions } from '../store/transitions/claim-throttled';
+import { claimThrottledExecutions, type ThrottledClaim } from '../store/transitions/claim-throttled';
 import { type Completion } from '../store/transitions/complete';
 import { rekeyExecutions, upsertTasks } from '../store/tasks';
 import { CronFirer } from './cron';
@@ -218,42 +218,50 @@ export class Worker {
 
   /**
    * Claims executions of the tasks with a concurrency or rate limit into the free handler slots, one
-   * task at a time (see claimThrottledExecutions); returns how many it claimed. Into prefetch room
-   * only for a keyed concurrency limit without a rate limit (see mayPrefetch). A claim that stopped at a key's share while that key had more
-   * wakes the loop for another round. A failure is logged and ends the round: the next wake-up or poll
-   * tries again.
+   * task at a time; returns how many it claimed. Into prefetch room only for a keyed concurrency limit
+   * without a rate limit (see mayPrefetch). A failure is logged and ends the round: the next wake-up
+   * or poll tries again.
    */
   private async claimLimited(): Promise<number> {
     let taken = 0;
     for (const [task, policy] of this.limits) {
       const runnable = this.slots.roomForLimited();
-      const room = mayPrefetch(policy) ? this.slots.freeSlots() : runnable;
-      if (room <= 0 || this.state !== WORKER_STATES.running) break;
-      const claimSentAt = Date.now();
-      this.slots.reserveSlots(room);
-      let claimed: ClaimedExecution[];
-      let committed: Promise<void>;
+      const want = mayPrefetch(policy) ? this.slots.freeSlots() : runnable;
+      if (want <= 0 || this.state !== WORKER_STATES.running) break;
       try {
-        const claim = await claimThrottledExecutions(this.options.db, task, policy, room, this.leaseMs, this.id, this.cursors.get(task) ?? '', runnable);
-        this.cursors.set(task, claim.cursor);
-        if (claim.heldBy) this.options.observer?.throttled?.(task, claim.heldBy);
-        if (claim.more) this.signal.wake();
-        // Another worker was claiming the task: try again once it is likely done, not a poll later.
-        else if (claim.contended) this.signal.wakeAt(new Date(Date.now() + 5 + Math.random() * 20), this.pollIntervalMs);
-        claimed = claim.claimed;
-        // Handlers start while the claim's commit is being flushed, as for the batched claim.
-        committed = claim.committed.catch((err: Error) => this.claimNotCommitted(claim.claimed, err));
+        taken += (await this.claimOneLimited(task, policy, runnable, want)).claimed.length;
       } catch (err) {
         this.options.observer?.databaseError?.();
         this.options.log.warn({ err: (err as Error).message, task }, 'claim failed');
         break;
-      } finally {
-        this.slots.unreserveSlots(room);
       }
-      await this.accept(claimed, claimSentAt, committed);
-      taken += claimed.length;
     }
     return taken;
+  }
+
+  /**
+   * One claim of a limited task into `want` slots, `runnable` of them free handler slots, with
+   * `completions` recorded in the same transaction (see claimThrottledExecutions). The next claim of
+   * the task starts after the key this one ended on. A claim that stopped at a key's share while the
+   * key had more wakes the loop at once; one that found another worker claiming the task, within
+   * 5-25 ms rather than at the next poll. The handlers start while the commit is flushed.
+   */
+  private async claimOneLimited(task: string, policy: FlowPolicy, runnable: number, want: number, completions: Completion[] = []): Promise<ThrottledClaim> {
+    const claimSentAt = Date.now();
+    this.slots.reserveSlots(want);
+    let claim: ThrottledClaim;
+    try {
+      claim = await claimThrottledExecutions(this.options.db, task, policy, want, this.leaseMs, this.id, this.cursors.get(task) ?? '', runnable, completions);
+    } finally {
+      this.slots.unreserveSlots(want);
+    }
+    this.cursors.set(task, claim.cursor);
+    if (claim.heldBy) this.options.observer?.throttled?.(task, claim.heldBy);
+    if (claim.more) this.signal.wake();
+    else if (claim.contended) this.signal.wakeAt(new Date(Date.now() + 5 + Math.random() * 20), this.pollIntervalMs);
+    const claimed = claim.claimed;
+    await this.accept(claimed, claimSentAt, claim.committed.catch((err: Error) => this.claimNotCommitted(claimed, err)));
+    return claim;
   }
 
   /**
@@ -294,19 +302,8 @@ export class Worker {
     const running = this.state === WORKER_STATES.running;
     const runnable = running ? Math.max(0, this.slots.roomForLimitedCompletions(this.completions.queued)) : 0;
     const want = running && mayPrefetch(policy) ? Math.max(0, this.slots.roomForCompletions(this.completions.queued)) : runnable;
-    const claimSentAt = Date.now();
-    this.slots.reserveSlots(want);
-    let claim: Awaited<ReturnType<typeof claimThrottledExecutions>>;
-    try {
-      claim = await claimThrottledExecutions(this.options.db, task, policy, want, this.leaseMs, this.id, this.cursors.get(task) ?? '', runnable, items);
-    } finally {
-      this.slots.unreserveSlots(want);
-    }
-    this.cursors.set(task, claim.cursor);
-    if (claim.heldBy) this.options.observer?.throttled?.(task, claim.heldBy);
-    const claimed = claim.claimed;
-    await this.accept(claimed, claimSentAt, claim.committed.catch((err: Error) => this.claimNotCommitted(claimed, err)));
-    // The loop claims the other tasks, and this one again when it may have more.
+    const claim = await this.claimOneLimited(task, policy, runnable, want, items);
+    // The loop claims the other tasks.
     this.signal.wake();
     // The completions are durable only now; a failed commit fails them all (their callers retry).
     await claim.committed;

@@ -326,3 +326,9 @@ function unnamedOn(q: { query(config: { text: string; values: unknown[] }): Prom
  * `unprepared`: every statement is parsed and planned anew, so one row takes ONE_ROW_SQL instead.
  */
 export type Runner = (<T>(name: string, text: string, values: readonly unknown[]) => Promise<T[]>) & { unprepared?: boolean };
+
+/** A Runner over Stepwise's own pool: each statement prepared by name (see preparedRows). */
+export const poolRunner =
+  (db: Knex): Runner =>
+  (name, text, values) =>
+    preparedRows(db, name, text, values);

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { newExecutionId } from '../domain/ids';
 import type { ExecutionStatus } from '../domain/status';
-import { preparedRows, queryRows, withReadCommitted, type Db, type Runner } from './db';
+import { poolRunner, preparedRows, queryRows, withReadCommitted, type Db, type Runner } from './db';
 import { CHANNEL_CHANGED, CHANNEL_CANCEL, CHANNEL_WORK } from './channels';
 import { rowToExecution, toJsonb, type ExecutionRecord, type ExecutionRow } from './rows';
 import { flowKeySql } from './tasks';
@@ -58,7 +58,7 @@ function toScheduledRecord(row: ScheduledRow): ScheduledRecord {
  * are inserted again, as if they had come a moment later.
  */
 export async function insertExecutions(db: Db, items: readonly NewExecution[]): Promise<ScheduleResult[]> {
-  return insertWith((name, text, values) => preparedRows(db, name, text, values), items);
+  return insertWith(poolRunner(db), items);
 }
 
 /**
@@ -188,7 +188,12 @@ const DEBOUNCED_SQL = `INSERT INTO stepwise.executions AS e (id, task, status, d
             concurrency_key = EXCLUDED.concurrency_key, rate_key = EXCLUDED.rate_key
      RETURNING ${SCHEDULED_COLUMNS}, xmax <> 0 AS debounced`;
 
-export async function insertDebounced(run: Runner, item: NewExecution): Promise<ScheduleResult | undefined> {
+export async function insertDebounced(db: Db, item: NewExecution): Promise<ScheduleResult | undefined> {
+  return insertDebouncedWith(poolRunner(db), item);
+}
+
+/** insertDebounced through a runner of onCallerConnection (schedule() in the caller's transaction). */
+export async function insertDebouncedWith(run: Runner, item: NewExecution): Promise<ScheduleResult | undefined> {
   if (item.idempotencyKey !== undefined) {
     const [prior] = await run<ScheduledRow>('stepwise_schedule_by_key', `SELECT ${SCHEDULED_COLUMNS} FROM stepwise.executions WHERE idempotency_key = $1`, [item.idempotencyKey]);
     if (prior) return { execution: toScheduledRecord(prior), created: false };

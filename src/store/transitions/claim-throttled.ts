@@ -2,7 +2,6 @@ import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { FlowPolicy } from '../../domain/flow';
 import { simpleRowsBeforeCommit, type Db } from '../db';
-import { toJsonb } from '../rows';
 import { CLAIM_COLUMNS, claimWrites, toClaimed, type ClaimedExecution, type ClaimRow } from './claim';
 import { COMPLETE_CTES, completionParams, type Completion } from './complete';
 
@@ -37,8 +36,7 @@ const arrayLiteral = (values: readonly (string | null)[], type: string) =>
 
 /** The EXECUTE of COMPLETE_NAME for `items`. */
 function completeExecute(items: readonly Completion[]): string {
-  const [ids, tokens, , parents] = completionParams(items) as [string[], string[], unknown, string[]];
-  const outputs = items.map((i) => toJsonb(i.output ?? null));
+  const [ids, tokens, outputs, parents] = completionParams(items);
   return `EXECUTE ${COMPLETE_NAME}(${arrayLiteral(ids, 'uuid')}, ${arrayLiteral(tokens, 'uuid')}, ${arrayLiteral(outputs, 'jsonb')}, ${arrayLiteral(parents, 'uuid')})`;
 }
 
@@ -145,8 +143,9 @@ function preparedOn(connection: object): Set<string> {
  * - Groups: with a keyed limit, the keys that have due executions, found by skipping through the
  *   key's index one key at a time (a loose index scan: one probe per key, however long a key's
  *   backlog), starting after the cursor and wrapping around (every key sorts after '', the first
- *   cursor), then the keys that have only expired leases to take over. Keys at their concurrency limit are skipped; the first $1 with room are
- *   kept. The recursion runs only as far as the LIMIT pulls it. Without a key, one group: the task.
+ *   cursor), then the keys that have only expired leases to take over. Keys at their concurrency
+ *   limit are skipped; the first few with room are kept (keysPerClaim). The recursion runs only as
+ *   far as the LIMIT pulls it. Without a key, one group: the task.
  * - Candidates: each group's due executions in priority then due order, at most its room and its
  *   share of $1 (split evenly between the groups), locked with SKIP LOCKED. A key that gave its whole
  *   share, less than its room, may have more: the worker claims again at once.
