@@ -97,12 +97,12 @@ export class ExecutionRunner {
     try {
       if (deadline) {
         // On the database's clock, as the deadline is: the claim's now() and the local time since.
-        const left = deadline.getTime() - claimed.claimedAt.getTime() - (Date.now() - started);
+        const left = deadline.getTime() - claimed.claimedAt.getTime() - (Date.now() - claimed.claimedLocally);
         const timeout = new ExecutionTimeoutError(execution.id, registered.timeoutMs as number);
         if (left <= 0) throw timeout;
         stopTimer = setTimeout(() => held.controller.abort(timeout), left);
       }
-      const claim = { lease: held.lease, attempt: execution.attempt, claimedAt: claimed.claimedAt, claimedLocally: started, log, writeDeadline, claimCommitted: held.claimCommitted, deadline };
+      const claim = { lease: held.lease, attempt: execution.attempt, claimedAt: claimed.claimedAt, claimedLocally: claimed.claimedLocally, log, writeDeadline, claimCommitted: held.claimCommitted, deadline };
       let live = claimed.previousStatus === 'waiting' ? await this.resumeLive(execution.id, claim, held) : undefined;
       if (!live) {
         // A fresh execution has no history: skip the read.

@@ -20,6 +20,12 @@ export interface ClaimedExecution {
   previousStatus: 'pending' | 'running' | 'waiting';
   /** The database's clock at the claim, for comparing durable deadlines without clock skew. */
   claimedAt: Date;
+  /**
+   * The local clock when the claim's rows arrived: with `claimedAt`, the database's time later on is
+   * claimedAt + (now - claimedLocally). Taken on arrival, not when a handler starts, which a prefetched
+   * execution may do much later: durable deadlines would then come early by that wait.
+   */
+  claimedLocally: number;
   /** When the execution could first start: when it was scheduled, or the later `start_at` it asked for. */
   readyAt: Date;
   /** When it was first claimed: a task's `timeout` runs from here. */
@@ -73,7 +79,8 @@ export type ClaimRow = Pick<ExecutionRow, 'id' | 'task' | 'status' | 'data' | 'a
 };
 
 /** The claim's result columns, over the CTEs `claimed` and `due` (see claimCtes). */
-export const CLAIM_COLUMNS = `claimed.*, due.status AS previous_status, (extract(epoch FROM now()) * 1000)::float8 AS claimed_ms`;
+/** `claimed_ms` reads the clock as the rows are returned (now() is the statement's start, earlier by the claim's own time). */
+export const CLAIM_COLUMNS = `claimed.*, due.status AS previous_status, (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS claimed_ms`;
 
 /** A worker's two claiming statements, named and written for its task list (see claimStatements). */
 interface ClaimStatements {
@@ -138,6 +145,7 @@ export const toClaimed = (r: ClaimRow): ClaimedExecution => ({
   },
   previousStatus: r.previous_status,
   claimedAt: new Date(r.claimed_ms),
+  claimedLocally: Date.now(),
   readyAt: new Date(r.ready_ms),
   startedAt: new Date(r.started_ms),
   scheduledFor: new Date(r.scheduled_ms),
