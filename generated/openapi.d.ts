@@ -281,6 +281,62 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/executions/{id}/upgrade": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move a pending or waiting execution to another version of its task
+         * @description Pins a `pending` or `waiting` execution (or a `running` one whose lease expired: its worker is
+         *     gone) to another version of its task's code, so that workers
+         *     serving that version claim it from now on and replay its history with their code. For when the
+         *     operator knows the new code replays this history faithfully (it calls the same durable
+         *     operations in the same order up to where the execution is, or guards its changes with
+         *     `ctx.patched`), typically to move executions of a version no worker serves any more. The change
+         *     is one conditional update: a completed, failed or cancelled execution, or a running one whose
+         *     worker holds it, answers 409 `execution_not_upgradable`, and a version no live worker serves answers 409
+         *     `task_version_not_served` (nothing would run it). Moving to the version it has already changes
+         *     nothing and answers 200.
+         */
+        post: operations["upgradeExecution"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/executions/bulk-upgrade": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move the executions of a task a filter matches to another version
+         * @description Moves every execution of `task` the filter matches to `version`, as
+         *     `POST /executions/{id}/upgrade` does; `task_version` takes only those pinned to one version
+         *     (null: the task without a version). Each matching execution (oldest first, at most `limit`)
+         *     is changed by a conditional statement of its own, so none clobbers a transition that came in
+         *     between: `changed` counts those that were, `matched` those the filter found. Without `status`,
+         *     the filter takes the statuses that can move (pending, waiting, and running, of which only
+         *     those whose worker is gone move). A version no live worker serves answers 409
+         *     `task_version_not_served`.
+         */
+        post: operations["bulkUpgradeExecutions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/events/{id}/{event_name}": {
         parameters: {
             query?: never;
@@ -731,7 +787,28 @@ export interface components {
             message: string;
             /** @description Whether another attempt could succeed (false for NonRetryableError and cancellation). */
             retryable: boolean;
+            divergence?: components["schemas"]["Divergence"];
         };
+        /** @description Present on a `NonDeterminismError`: a replay met another durable operation than its history recorded at that point (the task's code changed under the execution). */
+        Divergence: {
+            /** @description The operation's position in the execution's history, from 1. */
+            operation: number;
+            /** @description The operation the history holds there, or null when it holds none (a `ctx.deprecatePatch` over a history recorded before the patch). */
+            recorded: components["schemas"]["OperationRef"] | null;
+            called: components["schemas"]["OperationRef"];
+        };
+        /** @description A durable operation by kind and name. */
+        OperationRef: {
+            /** @description `step`, `sleep`, `event`, `child`, `spawn`, `invoke` or `patch`. */
+            kind: string;
+            /** @description Its name (with a counter when a name repeats), or a patch's change id. */
+            name: string;
+        };
+        /**
+         * @description A version of a task's code, as its definition's `version` gives it.
+         * @example 3
+         */
+        TaskVersion: string;
         /** @description An execution's full current state. */
         Execution: {
             execution_id: components["schemas"]["ExecutionId"];
@@ -741,6 +818,8 @@ export interface components {
             priority: number;
             /** @description The value of its task's concurrency key (`concurrency.key`, a JSON Pointer into `data`) that its concurrency limit counts it under, `''` when `data` has none there; null when the task's limit has no key. */
             concurrency_key: string | null;
+            /** @description The version of its task's code it started on (the definition's `version`); only workers serving that version claim it again (see `POST /executions/{id}/upgrade`). Null before its first claim, and when its task has no version. */
+            task_version: components["schemas"]["TaskVersion"] | null;
             /** @description The input the execution was scheduled with (any JSON value). */
             data: unknown;
             /** @description Finished steps, sleeps and event waits. */
@@ -782,6 +861,8 @@ export interface components {
             status: components["schemas"]["ExecutionStatus"];
             /** @description The priority it was scheduled with (0 by default). */
             priority: number;
+            /** @description The version of its task's code it started on; null before its first claim, and when its task has no version. */
+            task_version: components["schemas"]["TaskVersion"] | null;
             created_at: components["schemas"]["Timestamp"];
             started_at: components["schemas"]["NullableTimestamp"];
             completed_at: components["schemas"]["NullableTimestamp"];
@@ -891,6 +972,54 @@ export interface components {
              */
             limit: number;
         };
+        /** @description The version to move an execution to. */
+        UpgradeExecutionRequest: {
+            /** @description The version; null for the task defined without one. */
+            version: components["schemas"]["TaskVersion"] | null;
+        };
+        /** @description The execution is pinned to the version. */
+        UpgradedExecution: {
+            execution_id: components["schemas"]["ExecutionId"];
+            /**
+             * @description Its status, unchanged (`pending`, `waiting`, or `running` with an expired lease, which a worker of the version takes over).
+             * @enum {string}
+             */
+            status: "pending" | "waiting" | "running";
+            /** @description The version it is pinned to now (null for the task without one). */
+            task_version: components["schemas"]["TaskVersion"] | null;
+            /** @description The version it was pinned to before (null for none, or before its first claim). */
+            previous_task_version: components["schemas"]["TaskVersion"] | null;
+        };
+        /** @description Which executions of a task move, and to which version. */
+        BulkUpgradeRequest: {
+            task: components["schemas"]["TaskName"];
+            /** @description The version to move to; null for the task defined without one. */
+            version: components["schemas"]["TaskVersion"] | null;
+            /** @description Only executions pinned to this version (null for the task without one); any version when absent. */
+            task_version?: components["schemas"]["TaskVersion"] | null;
+            /**
+             * @description Only executions in this status (running ones move only when their worker is gone).
+             * @enum {string}
+             */
+            status?: "pending" | "waiting" | "running";
+            /**
+             * Format: date-time
+             * @description Only executions created at or after this instant.
+             */
+            created_after?: string;
+            /**
+             * Format: date-time
+             * @description Only executions created before this instant.
+             */
+            created_before?: string;
+            /** @description Only executions that carry every one of these tags. */
+            tag?: string[];
+            /**
+             * @description The most executions the action takes, oldest first.
+             * @default 1000
+             */
+            limit: number;
+        };
         /** @description What a bulk action did. */
         BulkResult: {
             /** @description Executions the filter found. */
@@ -924,10 +1053,10 @@ export interface components {
             /** @description The name the handler gave it (with a counter when a name repeats). */
             name: string;
             /**
-             * @description A `step` (ctx.step), a `sleep` (ctx.sleep or ctx.sleepUntil), an `event` wait (ctx.waitForEvent) or a `child` execution (ctx.invoke or ctx.spawn).
+             * @description A `step` (ctx.step), a `sleep` (ctx.sleep or ctx.sleepUntil), an `event` wait (ctx.waitForEvent), a `child` execution (ctx.invoke or ctx.spawn), or a `patch` marker (ctx.patched answered true; its name is the change id).
              * @enum {string}
              */
-            kind: "step" | "sleep" | "event" | "child";
+            kind: "step" | "sleep" | "event" | "child" | "patch";
             /**
              * @description `completed`; `in_progress` (running, waiting, or a step waiting to be retried); `failed`, a step whose retries ran out (see `error`); `cancelled`, open when its execution was cancelled.
              * @enum {string}
@@ -990,6 +1119,8 @@ export interface components {
             concurrency: components["schemas"]["TaskConcurrency"] | null;
             /** @description The task's rate limit (its definition's `rateLimit`), or null. */
             rate_limit: components["schemas"]["TaskRateLimit"] | null;
+            /** @description The versions of the task's code (`version` null for the task defined without one) that live workers serve or that unfinished executions are pinned to, with the workers serving each and its executions in flight; newest first by the latest worker start, versions nobody serves last. A version with executions in flight and no worker holds them until a worker serving it starts, or an operator moves them (`POST /executions/bulk-upgrade`); `stepwise_executions_unserved` counts them. An old version without executions in flight may be stopped. */
+            versions: components["schemas"]["TaskVersionState"][];
             /** @description The task's debounce (its definition's `debounce`), or null. */
             debounce: components["schemas"]["TaskDebounce"] | null;
             /**
@@ -1088,6 +1219,10 @@ export interface components {
             version: string;
             /** @description The tasks it serves, ordered by name. */
             tasks: components["schemas"]["TaskName"][];
+            /** @description The version of each task it serves (null for a task defined without one). */
+            task_versions: {
+                [key: string]: components["schemas"]["TaskVersion"] | null;
+            };
             /** @description At most this many handlers it runs at once. */
             concurrency: number;
             /** @description Handlers it ran at its last heartbeat. */
@@ -1095,6 +1230,21 @@ export interface components {
             started_at: components["schemas"]["Timestamp"];
             last_seen_at: components["schemas"]["Timestamp"];
             state: components["schemas"]["WorkerState"];
+        };
+        /** @description One version of a task's code, with what serves it and what is pinned to it. */
+        TaskVersionState: {
+            /** @description The version; null for the task defined without one. */
+            version: components["schemas"]["TaskVersion"] | null;
+            /** @description True for the version of the worker that registered the task last. New executions start on it while a live worker serves it (else on any version served); the workers of other versions only finish what is pinned to theirs. */
+            current: boolean;
+            /** @description Live workers serving this version; 0 with executions pinned to it means nobody will run them. */
+            workers: number;
+            /** @description Pending executions pinned to this version (retries of executions that started on it). */
+            pending: number;
+            /** @description Executions running on this version. */
+            running: number;
+            /** @description Executions waiting (sleeping, waiting for an event or a child) that resume on this version. */
+            waiting: number;
         };
         /** @description The registered workers. */
         WorkerList: {
@@ -1278,7 +1428,7 @@ export interface components {
          * @description What went wrong, as a stable snake_case string.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_data" | "unauthorized" | "execution_not_found" | "route_not_found" | "method_not_allowed" | "execution_already_exists" | "execution_not_cancellable" | "execution_not_retryable" | "task_not_found" | "not_waiting_for_event" | "payload_too_large" | "unsupported_media_type" | "task_not_registered" | "service_unavailable" | "internal_error" | "forbidden" | "webhook_not_found";
+        ErrorCode: "invalid_json" | "invalid_data" | "unauthorized" | "execution_not_found" | "route_not_found" | "method_not_allowed" | "execution_already_exists" | "execution_not_cancellable" | "execution_not_retryable" | "task_not_found" | "not_waiting_for_event" | "payload_too_large" | "unsupported_media_type" | "task_not_registered" | "service_unavailable" | "internal_error" | "forbidden" | "webhook_not_found" | "execution_not_upgradable" | "task_version_not_served";
         /** @description One failed check of a request. */
         ErrorDetail: {
             /** @description Where the check failed: `body`, `query` or `path`, then a JSON pointer, such as `body/data/orderId` or `query/limit`. */
@@ -1344,6 +1494,20 @@ export interface components {
             error?: {
                 /** @constant */
                 code?: "execution_not_retryable";
+            };
+        };
+        /** @description An envelope with code `execution_not_upgradable`. */
+        ExecutionNotUpgradableError: components["schemas"]["ErrorEnvelope"] & {
+            error?: {
+                /** @constant */
+                code?: "execution_not_upgradable";
+            };
+        };
+        /** @description An envelope with code `task_version_not_served`. */
+        TaskVersionNotServedError: components["schemas"]["ErrorEnvelope"] & {
+            error?: {
+                /** @constant */
+                code?: "task_version_not_served";
             };
         };
         /** @description An envelope with code `task_not_found`. */
@@ -1715,7 +1879,8 @@ export interface operations {
                      *             "eu",
                      *             "vip"
                      *           ],
-                     *           "priority": 0
+                     *           "priority": 0,
+                     *           "task_version": "3"
                      *         }
                      *       ],
                      *       "total": 1,
@@ -1944,7 +2109,8 @@ export interface operations {
                      *         "vip"
                      *       ],
                      *       "priority": 0,
-                     *       "concurrency_key": null
+                     *       "concurrency_key": null,
+                     *       "task_version": "3"
                      *     }
                      */
                     "application/json": components["schemas"]["Execution"];
@@ -2010,7 +2176,8 @@ export interface operations {
                      *       "idempotency_key": null,
                      *       "tags": [],
                      *       "priority": 0,
-                     *       "concurrency_key": null
+                     *       "concurrency_key": null,
+                     *       "task_version": "3"
                      *     }
                      */
                     "application/json": components["schemas"]["Execution"];
@@ -2375,6 +2542,144 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    upgradeExecution: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The execution's id (a UUIDv7). Anything that is not an existing execution's id gets 404.
+                 * @example 0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10
+                 */
+                id: components["parameters"]["ExecutionIdPath"];
+            };
+            cookie?: never;
+        };
+        /** @description The version to move to; null for the task defined without one. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "version": "3"
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpgradeExecutionRequest"];
+            };
+        };
+        responses: {
+            /** @description The execution is pinned to the version. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10",
+                     *       "status": "waiting",
+                     *       "task_version": "3",
+                     *       "previous_task_version": "2"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["UpgradedExecution"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["ExecutionNotFound"];
+            /** @description The execution is finished or held by a live worker (`execution_not_upgradable`), or no live worker serves the version (`task_version_not_served`). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "execution_not_upgradable",
+                     *         "message": "execution 0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10 is running, and its worker holds it; only a pending or waiting execution, or a running one whose worker is gone, can move to another version"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ExecutionNotUpgradableError"] | components["schemas"]["TaskVersionNotServedError"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    bulkUpgradeExecutions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The task, the version to move to, and the filter. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "task": "approve-order",
+                 *       "version": "3",
+                 *       "task_version": "2",
+                 *       "limit": 10000
+                 *     }
+                 */
+                "application/json": components["schemas"]["BulkUpgradeRequest"];
+            };
+        };
+        responses: {
+            /** @description What the action matched and changed. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "matched": 41,
+                     *       "changed": 41
+                     *     }
+                     */
+                    "application/json": components["schemas"]["BulkResult"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No live worker serves the version (`task_version_not_served`). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "task_version_not_served",
+                     *         "message": "no live worker serves version \"4\" of task approve-order"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TaskVersionNotServedError"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     sendEvent: {
         parameters: {
             query?: never;
@@ -2592,6 +2897,24 @@ export interface operations {
                      *             "key": "/tenantId"
                      *           },
                      *           "debounce": null,
+                     *           "versions": [
+                     *             {
+                     *               "version": "3",
+                     *               "current": true,
+                     *               "workers": 2,
+                     *               "pending": 0,
+                     *               "running": 1,
+                     *               "waiting": 2
+                     *             },
+                     *             {
+                     *               "version": "2",
+                     *               "current": false,
+                     *               "workers": 0,
+                     *               "pending": 0,
+                     *               "running": 0,
+                     *               "waiting": 1
+                     *             }
+                     *           ],
                      *           "keys": [
                      *             {
                      *               "key": "acme",
@@ -2634,6 +2957,7 @@ export interface operations {
                      *           },
                      *           "rate_limit": null,
                      *           "debounce": null,
+                     *           "versions": [],
                      *           "keys": [],
                      *           "paused": false,
                      *           "updated_at": "2024-10-30T11:59:00.000Z",
@@ -2688,6 +3012,10 @@ export interface operations {
                      *             "approve-order",
                      *             "nightly-report"
                      *           ],
+                     *           "task_versions": {
+                     *             "approve-order": "3",
+                     *             "nightly-report": null
+                     *           },
                      *           "concurrency": 32,
                      *           "running": 5,
                      *           "started_at": "2024-10-30T09:12:44.120Z",
@@ -2702,6 +3030,9 @@ export interface operations {
                      *           "tasks": [
                      *             "approve-order"
                      *           ],
+                     *           "task_versions": {
+                     *             "approve-order": "2"
+                     *           },
                      *           "concurrency": 32,
                      *           "running": 0,
                      *           "started_at": "2024-10-30T09:12:45.007Z",

@@ -20,7 +20,9 @@ export type ErrorCode =
   | 'service_unavailable'
   | 'internal_error'
   | 'forbidden'
-  | 'webhook_not_found';
+  | 'webhook_not_found'
+  | 'execution_not_upgradable'
+  | 'task_version_not_served';
 
 /** One failed check of a request, pointing at the offending location. */
 export interface ErrorDetail {
@@ -102,6 +104,19 @@ export class ExecutionNotCancellableError extends AppError {
 export class ExecutionNotRetryableError extends AppError {
   constructor(id: string, status: string) {
     super('execution_not_retryable', 409, `execution ${id} is ${status} and cannot be retried; only a failed or cancelled one can`);
+  }
+}
+
+export class ExecutionNotUpgradableError extends AppError {
+  constructor(id: string, status: string, held: boolean) {
+    const why = held ? 'running, and its worker holds it' : status;
+    super('execution_not_upgradable', 409, `execution ${id} is ${why}; only a pending or waiting execution, or a running one whose worker is gone, can move to another version`);
+  }
+}
+
+export class TaskVersionNotServedError extends AppError {
+  constructor(task: string, version: string | null) {
+    super('task_version_not_served', 409, `no live worker serves ${version === null ? 'the unversioned code' : `version ${JSON.stringify(version)}`} of task ${task}`);
   }
 }
 

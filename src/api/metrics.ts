@@ -104,7 +104,9 @@ export interface OperatorMetrics {
   /** An execution put back to pending by an operator, alone (`single`) or by a bulk retry (`bulk`). */
   retried(source: 'single' | 'bulk', count?: number): void;
   /** A bulk action ran: `matched` rows found by the filter, `changed` of them moved. */
-  bulk(action: 'cancel' | 'retry', matched: number, changed: number): void;
+  bulk(action: 'cancel' | 'retry' | 'upgrade', matched: number, changed: number): void;
+  /** Executions moved to another version by an operator. */
+  upgraded(count: number): void;
   /** A task was paused or resumed. */
   paused(paused: boolean): void;
 }
@@ -116,8 +118,9 @@ function sharedCounter<L extends string>(registry: Registry, name: string, help:
 
 export function operatorMetrics(registry: Registry): OperatorMetrics {
   const retries = sharedCounter(registry, 'stepwise_operator_retries_total', 'Failed or cancelled executions put back to pending by an operator, by source (single, bulk)', ['source']);
-  const bulkActions = sharedCounter(registry, 'stepwise_bulk_actions_total', 'Bulk actions run, by action (cancel, retry)', ['action']);
+  const bulkActions = sharedCounter(registry, 'stepwise_bulk_actions_total', 'Bulk actions run, by action (cancel, retry, upgrade)', ['action']);
   const bulkRows = sharedCounter(registry, 'stepwise_bulk_executions_total', 'Executions a bulk action matched, by action and result (changed, unchanged: moved on meanwhile)', ['action', 'result']);
+  const upgrades = sharedCounter(registry, 'stepwise_operator_upgrades_total', 'Pending or waiting executions moved to another task version by an operator', []);
   const pauses = sharedCounter(registry, 'stepwise_task_pause_requests_total', 'Pause and resume requests answered 200, by action (pause, resume)', ['action']);
   return {
     retried: (source, count = 1) => retries.inc({ source }, count),
@@ -127,6 +130,7 @@ export function operatorMetrics(registry: Registry): OperatorMetrics {
       bulkRows.inc({ action, result: 'unchanged' }, matched - changed);
       if (action === 'retry') retries.inc({ source: 'bulk' }, changed);
     },
+    upgraded: (count) => upgrades.inc(count),
     paused: (paused) => pauses.inc({ action: paused ? 'pause' : 'resume' }),
   };
 }

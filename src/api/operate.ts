@@ -1,12 +1,14 @@
 import type Router from '@koa/router';
 import { parseInstant } from '../domain/instant';
 import { ACTIVE_STATUSES, type ExecutionStatus } from '../domain/status';
-import { ExecutionNotFoundError, ExecutionNotRetryableError, InvalidDataError } from '../errors';
+import { ExecutionNotFoundError, ExecutionNotRetryableError, ExecutionNotUpgradableError, InvalidDataError, TaskVersionNotServedError } from '../errors';
 import { listAttempts } from '../store/attempts';
 import { findBulkTargets } from '../store/bulk';
 import type { Db } from '../store/db';
 import { cancelExecution } from '../store/transitions/cancel';
 import { retryExecution } from '../store/transitions/retry';
+import { isVersionServed, UPGRADABLE, upgradeExecution } from '../store/transitions/upgrade';
+import { shownVersion } from '../domain/version';
 import type { ApiDeps } from './deps';
 import { operatorMetrics } from './metrics';
 import { toAttempt } from './representations';
@@ -17,7 +19,7 @@ import { addOperation } from './typed';
 const BULK_PARALLEL = 4;
 const RETRYABLE: readonly ExecutionStatus[] = ['failed', 'cancelled'];
 
-/** The operator's half: an execution's attempts, retry from the failure, and bulk cancel and retry. */
+/** The operator's half: an execution's attempts, retry from the failure, upgrades, and bulk cancel, retry and upgrade. */
 export function addOperateRoutes(router: Router<ApiState>, deps: ApiDeps): void {
   const { db } = deps;
   const metrics = operatorMetrics(deps.registry);
@@ -41,6 +43,35 @@ export function addOperateRoutes(router: Router<ApiState>, deps: ApiDeps): void 
     }
   });
 
+  addOperation(router, deps.routes, 'upgradeExecution', async ({ params, body }) => {
+    const outcome = await upgradeExecution(db, params.id, body.version ?? '');
+    switch (outcome.kind) {
+      case 'upgraded':
+        metrics.upgraded(1);
+        return {
+          status: 200,
+          body: { execution_id: outcome.id, status: outcome.status as 'pending' | 'waiting' | 'running', task_version: shownVersion(body.version ?? ''), previous_task_version: shownVersion(outcome.previous) },
+        };
+      case 'not_upgradable':
+        throw new ExecutionNotUpgradableError(outcome.id, outcome.status, outcome.held);
+      case 'not_served':
+        throw new TaskVersionNotServedError(outcome.task, body.version ?? null);
+      case 'not_found':
+        throw new ExecutionNotFoundError(params.id);
+    }
+  });
+
+  addOperation(router, deps.routes, 'bulkUpgradeExecutions', async ({ body }) => {
+    const version = body.version ?? '';
+    // Checked once up front, for a clear answer; each row's statement checks again.
+    if (!(await isVersionServed(db, body.task, version))) throw new TaskVersionNotServedError(body.task, body.version ?? null);
+    const taskVersion = body.task_version === undefined ? undefined : (body.task_version ?? '');
+    const result = await bulk(db, { ...body, taskVersion }, UPGRADABLE, async (id) => (await upgradeExecution(db, id, version)).kind === 'upgraded');
+    metrics.bulk('upgrade', result.matched, result.changed);
+    metrics.upgraded(result.changed);
+    return { status: 200, body: result };
+  });
+
   addOperation(router, deps.routes, 'bulkCancelExecutions', async ({ body }) => {
     const result = await bulk(db, body, ACTIVE_STATUSES, async (id) => (await cancelExecution(db, id)).kind === 'cancelled');
     metrics.bulk('cancel', result.matched, result.changed);
@@ -56,6 +87,8 @@ export function addOperateRoutes(router: Router<ApiState>, deps: ApiDeps): void 
 
 interface BulkBody {
   task?: string;
+  /** As stored ('' for the task without a version). */
+  taskVersion?: string;
   status?: ExecutionStatus;
   created_after?: string;
   created_before?: string;
@@ -77,7 +110,7 @@ async function bulk(db: Db, body: BulkBody, applies: readonly ExecutionStatus[],
   if (bad.length > 0) throw new InvalidDataError('request body is invalid', bad.map((f) => ({ path: `body/${f}`, message: 'must be an instant in the years 0001 to 9999 (UTC)' })));
   // A status the action does not apply to matches nothing (cancelling a completed execution, say).
   const statuses = body.status === undefined ? applies : applies.filter((s) => s === body.status);
-  const ids = statuses.length === 0 ? [] : await findBulkTargets(db, { statuses, task: body.task, createdAfter, createdBefore, tags: body.tag, limit: body.limit ?? 1000 });
+  const ids = statuses.length === 0 ? [] : await findBulkTargets(db, { statuses, task: body.task, taskVersion: body.taskVersion, createdAfter, createdBefore, tags: body.tag, limit: body.limit ?? 1000 });
   let changed = 0;
   let next = 0;
   const lane = async () => {

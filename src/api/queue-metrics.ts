@@ -1,6 +1,7 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { Db } from '../store/db';
 import { countActiveExecutions, countPendingNotDue } from '../store/tasks';
+import { countVersions, type VersionCount } from '../store/versions';
 
 /** A scrape reads the database at most this often; several scrapers share the answer. */
 const CACHE_MS = 2000;
@@ -11,16 +12,18 @@ const CACHE_MS = 2000;
  * start now (`pending`) and those not due yet (`scheduled`: a later start or a retry's backoff), so
  * executions scheduled for next week do not look like a backlog to an autoscaler. When the database
  * is unreachable the last values stay and the scrape still succeeds.
+ * `stepwise_executions_unserved{task,version}` counts the unfinished executions pinned to a version
+ * no live worker serves: nobody will run them until one is deployed or they are upgraded (alert on > 0).
  */
 export function measureQueue(registry: Registry, db: Db): void {
   if (registry.getSingleMetric('stepwise_executions')) return;
-  let cached: { at: number; rows: Array<{ task: string; status: string; count: number }>; notDue: number } = { at: 0, rows: [], notDue: 0 };
+  let cached: { at: number; rows: Array<{ task: string; status: string; count: number }>; notDue: number; versions: VersionCount[] } = { at: 0, rows: [], notDue: 0, versions: [] };
   let inFlight: Promise<void> | undefined;
   const refresh = async () => {
     if (Date.now() - cached.at < CACHE_MS) return;
-    inFlight ??= Promise.all([countActiveExecutions(db), countPendingNotDue(db)])
-      .then(([rows, notDue]) => {
-        cached = { at: Date.now(), rows, notDue };
+    inFlight ??= Promise.all([countActiveExecutions(db), countPendingNotDue(db), countVersions(db)])
+      .then(([rows, notDue, versions]) => {
+        cached = { at: Date.now(), rows, notDue, versions };
       })
       .catch(() => undefined)
       .finally(() => (inFlight = undefined));
@@ -49,6 +52,19 @@ export function measureQueue(registry: Registry, db: Db): void {
       this.set({ state: 'pending' }, Math.max(0, total('pending') - cached.notDue));
       this.set({ state: 'scheduled' }, Math.min(cached.notDue, total('pending')));
       this.set({ state: 'waiting' }, total('waiting'));
+    },
+  });
+  new Gauge({
+    name: 'stepwise_executions_unserved',
+    help: 'Unfinished executions pinned to a task version that no live worker serves (version "" is the task without one)',
+    labelNames: ['task', 'version'],
+    registers: [registry],
+    async collect() {
+      await refresh();
+      this.reset();
+      for (const v of cached.versions) {
+        if (v.workers === 0) this.set({ task: v.task, version: v.version }, v.pending + v.running + v.waiting);
+      }
     },
   });
 }

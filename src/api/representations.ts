@@ -6,6 +6,9 @@ import type { AttemptRecord } from '../store/attempts';
 import type { ExecutionRecord, StepRecord } from '../store/rows';
 import type { KeyCount, TaskCron, TaskRecord } from '../store/tasks';
 import type { WorkerRecord } from '../store/workers';
+import type { VersionCount } from '../store/versions';
+import { shownVersion } from '../domain/version';
+import type { ExecutionError } from '../store/rows';
 
 type Schemas = components['schemas'];
 
@@ -23,6 +26,7 @@ export function toExecution(e: ExecutionRecord): Schemas['Execution'] {
     status: e.status,
     priority: e.priority,
     concurrency_key: e.concurrencyKey,
+    task_version: shownVersion(e.taskVersion),
     data: e.data ?? null,
     steps_completed: e.stepsCompleted,
     current_step: e.currentStep,
@@ -34,11 +38,17 @@ export function toExecution(e: ExecutionRecord): Schemas['Execution'] {
     started_at: isoOrNull(e.startedAt),
     completed_at: isoOrNull(e.completedAt),
     output: e.output ?? null,
-    error: e.error === null ? null : { type: e.error.type, message: e.error.message, retryable: e.error.retryable },
+    error: e.error === null ? null : toError(e.error),
     parent_execution_id: e.parentId,
     idempotency_key: e.idempotencyKey,
     tags: e.tags,
   };
+}
+
+/** A recorded error as clients see it: its type, message and retryability, and a divergence's operations. */
+export function toError(e: ExecutionError): Schemas['ExecutionError'] {
+  const base = { type: e.type, message: e.message, retryable: e.retryable };
+  return e.divergence ? { ...base, divergence: e.divergence } : base;
 }
 
 /** The short form the schedule endpoint answers with. */
@@ -54,6 +64,7 @@ export function toExecutionSummary(e: ExecutionRecord): Schemas['ExecutionSummar
     task: e.task,
     status: e.status,
     priority: e.priority,
+    task_version: shownVersion(e.taskVersion),
     created_at: e.createdAt.toISOString(),
     started_at: isoOrNull(e.startedAt),
     completed_at: isoOrNull(e.completedAt),
@@ -71,7 +82,7 @@ export function toStep(s: StepRecord): Schemas['Step'] {
     wake_at: isoOrNull(s.wakeAt),
     started_at: s.startedAt.toISOString(),
     completed_at: isoOrNull(s.completedAt),
-    error: s.error === null ? null : { type: s.error.type, message: s.error.message, retryable: s.error.retryable },
+    error: s.error === null ? null : toError(s.error),
     failed_attempts: s.failures.map((f) => ({ attempt: f.attempt, error: f.error, started_at: new Date(f.started_at).toISOString(), ended_at: new Date(f.ended_at).toISOString() })),
   };
 }
@@ -89,7 +100,14 @@ function nextFireOrNull(cron: TaskCron, now: Date): Date | null {
  * A registered task with its executions counted by status (every status present, zero when none) and
  * the live workers that serve it.
  */
-export function toTask(t: TaskRecord, counts: ReadonlyMap<string, number>, workers: number, keys: readonly KeyCount[] = [], now = new Date()): Schemas['Task'] {
+export function toTask(
+  t: TaskRecord,
+  counts: ReadonlyMap<string, number>,
+  workers: number,
+  keys: readonly KeyCount[] = [],
+  versions: readonly VersionCount[] = [],
+  now = new Date(),
+): Schemas['Task'] {
   const { concurrency, rateLimit, debounce } = t.flow;
   const byStatus = Object.fromEntries(EXECUTION_STATUSES.map((s: ExecutionStatus) => [s, counts.get(s) ?? 0])) as Schemas['TaskCounts'];
   return {
@@ -101,6 +119,7 @@ export function toTask(t: TaskRecord, counts: ReadonlyMap<string, number>, worke
     concurrency: concurrency === null ? null : { limit: concurrency.limit, key: concurrency.key?.pointer ?? null },
     rate_limit: rateLimit === null ? null : { limit: rateLimit.limit, period_ms: rateLimit.periodMs, key: rateLimit.key?.pointer ?? null },
     debounce: debounce === null ? null : { period_ms: debounce.periodMs, key: debounce.key?.pointer ?? null },
+    versions: versions.map((v) => ({ version: shownVersion(v.version), current: v.current, workers: v.workers, pending: v.pending, running: v.running, waiting: v.waiting })),
     keys: keys.map((k) => ({ key: k.key, running: k.running, waiting: k.waiting, started_in_window: k.startedInWindow })),
     paused: t.paused,
     updated_at: t.updatedAt.toISOString(),
@@ -117,6 +136,7 @@ export function toWorker(w: WorkerRecord): Schemas['Worker'] {
     pid: w.pid,
     version: w.version,
     tasks: w.tasks,
+    task_versions: Object.fromEntries(w.tasks.map((t) => [t, shownVersion(w.taskVersions[t] ?? '')])),
     concurrency: w.concurrency,
     running: w.running,
     started_at: w.startedAt.toISOString(),

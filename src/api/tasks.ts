@@ -1,6 +1,7 @@
 import type Router from '@koa/router';
 import { TaskNotFoundError } from '../errors';
 import { countActiveExecutions, countKeys, listTasks, setTaskPaused } from '../store/tasks';
+import { countVersions } from '../store/versions';
 import { countLiveWorkersByTask } from '../store/workers';
 import type { ApiDeps } from './deps';
 import { operatorMetrics } from './metrics';
@@ -8,18 +9,25 @@ import { toTask } from './representations';
 import type { ApiState } from './state';
 import { addOperation } from './typed';
 
-/** The task registry, for dashboards: counts by status and the live workers of each task; pause and resume. */
+/** The task registry, for dashboards: counts by status, the live workers and the versions of each task; pause and resume. */
 export function addTaskRoutes(router: Router<ApiState>, deps: ApiDeps): void {
   addOperation(router, deps.routes, 'listTasks', async () => {
     // Active counts are read exactly (cheap: active rows only); finished ones come from the last recount.
-    const [tasks, active, finished, workers] = await Promise.all([listTasks(deps.db), countActiveExecutions(deps.db), deps.finishedCounts.get(), countLiveWorkersByTask(deps.db)]);
+    const [tasks, active, finished, workers, versions] = await Promise.all([
+      listTasks(deps.db),
+      countActiveExecutions(deps.db),
+      deps.finishedCounts.get(),
+      countLiveWorkersByTask(deps.db),
+      countVersions(deps.db),
+    ]);
     const byTask = new Map<string, Map<string, number>>();
     for (const c of [...active, ...finished]) {
       if (!byTask.has(c.task)) byTask.set(c.task, new Map());
       byTask.get(c.task)?.set(c.status, c.count);
     }
     const keys = await Promise.all(tasks.map((t) => countKeys(deps.db, t)));
-    return { status: 200, body: { items: tasks.map((t, i) => toTask(t, byTask.get(t.name) ?? new Map(), workers.get(t.name) ?? 0, keys[i])) } };
+    const versionsOf = (task: string) => versions.filter((v) => v.task === task);
+    return { status: 200, body: { items: tasks.map((t, i) => toTask(t, byTask.get(t.name) ?? new Map(), workers.get(t.name) ?? 0, keys[i], versionsOf(t.name))) } };
   });
 
   const metrics = operatorMetrics(deps.registry);

@@ -1,11 +1,30 @@
 import { cutText, previewValue, readDataProperty } from './preview';
 import { replaceUnstorableText } from './storable-text';
 
+/** A durable operation as a divergence names it: its kind (step, sleep, event, child, patch) and name. */
+export interface OperationRef {
+  kind: string;
+  name: string;
+}
+
+/**
+ * Where a replay left its history (a NonDeterminismError): the operation recorded at that point, or
+ * null when the history holds none there, and the one the handler called instead.
+ */
+export interface Divergence {
+  /** The operation's position in the history, from 1. */
+  operation: number;
+  recorded: OperationRef | null;
+  called: OperationRef;
+}
+
 /** What a failed attempt stores as its error: what clients see, so never a stack. */
 export interface ThrownDescription {
   type: string;
   message: string;
   retryable: boolean;
+  /** Set for a replay that diverged from its history: both operations, for the dashboard to show. */
+  divergence?: Divergence;
 }
 
 /** A ThrownDescription with the stack, for an operator's view; not for API clients. */
@@ -36,7 +55,28 @@ export function describeThrown(thrown: unknown, retryable: boolean, maxMessage =
     // A Proxy or a getter that throws: the failure must still be recorded.
     [type, message] = ['Error', 'a thrown value that could not be read'];
   }
-  return { type: replaceUnstorableText(cutText(type, MAX_TYPE_CHARS)), message: replaceUnstorableText(cutMessage(message, maxMessage)), retryable };
+  const description = { type: replaceUnstorableText(cutText(type, MAX_TYPE_CHARS)), message: replaceUnstorableText(cutMessage(message, maxMessage)), retryable };
+  const divergence = readDivergence(thrown);
+  return divergence ? { ...description, divergence } : description;
+}
+
+/** The `divergence` an error carries (see NonDeterminismError), checked field by field; else undefined. */
+function readDivergence(thrown: unknown): Divergence | undefined {
+  try {
+    if (typeof thrown !== 'object' || thrown === null) return undefined;
+    const d = readDataProperty(thrown, 'divergence') as Partial<Divergence> | undefined;
+    const ref = (r: unknown): OperationRef | undefined =>
+      typeof r === 'object' && r !== null && typeof (r as OperationRef).kind === 'string' && typeof (r as OperationRef).name === 'string'
+        ? { kind: cutText((r as OperationRef).kind, 20), name: replaceUnstorableText(cutText((r as OperationRef).name, 200)) }
+        : undefined;
+    if (typeof d !== 'object' || d === null || !Number.isSafeInteger(d.operation) || (d.operation as number) < 1) return undefined;
+    const called = ref(d.called);
+    const recorded = d.recorded === null ? null : ref(d.recorded);
+    if (!called || recorded === undefined) return undefined;
+    return { operation: d.operation as number, recorded, called };
+  } catch {
+    return undefined;
+  }
 }
 
 /** How many `cause`s a stack follows: wrappers rarely nest deeper, and a cycle must end. */

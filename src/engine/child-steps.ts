@@ -76,7 +76,7 @@ export class ChildSteps {
 function childOutcome(seq: number, key: string, result: ChildStepResult): unknown {
   if (result.timed_out) throw new ChildTimeoutError(result.execution_id);
   // A step recorded by ctx.spawn holds only the id: the handler now invokes where it spawned.
-  if (result.status === undefined) throw new NonDeterminismError(seq, `spawn ${JSON.stringify(key)}`, `invoke ${JSON.stringify(key)}`);
+  if (result.status === undefined) throw new NonDeterminismError(seq, { kind: 'spawn', name: key }, { kind: 'invoke', name: key });
   if (result.status === 'completed') return result.output;
   throw new ChildExecutionError(result.execution_id, result.status, result.error ?? null);
 }

@@ -1,5 +1,6 @@
 import type { TSchema } from '@sinclair/typebox';
 import { parseDuration, type Duration } from '../domain/duration';
+import { checkChangeId } from '../domain/version';
 import type { Jsonify } from '../domain/jsonify';
 import type { ResolvedRetryPolicy } from '../domain/retry';
 import type { Logger } from '../logger';
@@ -75,7 +76,16 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   private nextSeq: number;
   private operations: number;
   private readonly nameCounts = new Map<string, number>();
+  /** The recorded operations by key, patch markers apart. */
   private readonly history: Map<string, ReplayRecord>;
+  /** The keys of recorded operations this run has reached: fewer than the history holds while it replays. */
+  private readonly reached = new Set<string>();
+  /** The change ids whose patch markers the history holds. */
+  private readonly markers: Set<string>;
+  /** What ctx.patched answered in this run, per change id. */
+  private readonly patches = new Map<string, boolean>();
+  /** Settles true once every marker this run recorded has landed (false: the lease was lost). */
+  private markersLanded: Promise<boolean> = Promise.resolve(true);
   private readonly steps: StepRunner;
   private readonly childSteps: ChildSteps;
 
@@ -83,7 +93,8 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     this.executionId = options.lease.id;
     this.attempt = options.attempt;
     this.scheduledFor = options.scheduledFor;
-    this.history = new Map(options.history.map((s) => [s.name, s]));
+    this.history = new Map(options.history.filter((s) => s.kind !== 'patch').map((s) => [s.name, s]));
+    this.markers = new Set(options.history.filter((s) => s.kind === 'patch').map((s) => s.name));
     this.nextSeq = options.history.reduce((max, s) => Math.max(max, s.seq + 1), 0);
     this.operations = options.history.length;
     this.suspension = new Suspension((waits) => this.suspend(waits));
@@ -186,6 +197,56 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     return this.childSteps.start(seq, key, task, data, options, true);
   }
 
+  patched(changeId: string): boolean {
+    checkChangeId('ctx.patched', changeId);
+    let answer = this.patches.get(changeId);
+    if (answer !== undefined) return answer;
+    // Recorded: this execution took the new path here before. Else a replay that has not yet reached
+    // the end of its history is re-running code that ran without the change: the old path.
+    answer = this.markers.has(changeId) || !this.replaying();
+    if (answer && !this.markers.has(changeId)) this.recordMarker(changeId);
+    this.patches.set(changeId, answer);
+    return answer;
+  }
+
+  deprecatePatch(changeId: string): void {
+    checkChangeId('ctx.deprecatePatch', changeId);
+    if (this.patches.get(changeId) ?? (this.markers.has(changeId) || !this.replaying())) {
+      // Recorded as patched() would: code that still asks patched() (a worker not yet rolled) replays it.
+      this.patched(changeId);
+      return;
+    }
+    throw new NonDeterminismError(this.reached.size, null, { kind: 'patch', name: changeId }, `the history was recorded before this change: keep ctx.patched(${JSON.stringify(changeId)}) until every such execution has finished`);
+  }
+
+  /**
+   * Settles once every patch marker this run recorded has landed; throws LeaseLostError when one was
+   * fenced out. Every later write waits for it (a marker must be durable before anything recorded
+   * after it, or a replay would take the old path over the new path's steps), and so does the
+   * completion (see ExecutionRunner).
+   */
+  async markersRecorded(): Promise<void> {
+    if (!(await this.markersLanded)) throw new LeaseLostError(this.executionId);
+  }
+
+  /** True while recorded operations remain that this run has not reached. */
+  private replaying(): boolean {
+    return this.reached.size < this.history.size;
+  }
+
+  /** Records a patch marker at the next position, after any marker before it; see markersRecorded. */
+  private recordMarker(changeId: string): void {
+    const marker = { ...this.options.lease, seq: this.nextSeq++, name: changeId, kind: 'patch' as const, result: null, startedAt: new Date() };
+    const previous = this.markersLanded;
+    this.markersLanded = (async () => {
+      if (!(await previous)) return false;
+      await this.options.claimCommitted;
+      return retryWhileUnavailable(() => this.options.recordStep(marker), this.options.writeDeadline(), this.options.abort);
+    })();
+    // Observed by the next write or the completion; a run that ends before either must not leave it unhandled.
+    this.markersLanded.catch(() => undefined);
+  }
+
   /**
    * Sleep and wait share this: replay a finished pause; finish one whose deadline has passed (in a
    * statement that checks it: an event delivered first wins); otherwise block on it. A replay keeps
@@ -217,7 +278,8 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     const key = count === 1 ? name : `${name}#${count}`;
     const recorded = this.history.get(key);
     if (recorded) {
-      if (recorded.kind !== kind) throw new NonDeterminismError(recorded.seq, `${recorded.kind} ${JSON.stringify(key)}`, `${kind} ${JSON.stringify(key)}`);
+      if (recorded.kind !== kind) throw new NonDeterminismError(recorded.seq, { kind: recorded.kind, name: key }, { kind, name: key });
+      this.reached.add(key);
       return { seq: recorded.seq, key, recorded };
     }
     if (this.operations >= this.options.limits.operations) {
@@ -253,6 +315,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
 
   private async write<T>(fn: () => Promise<T>): Promise<T> {
     await this.options.claimCommitted;
+    await this.markersRecorded();
     return retryWhileUnavailable(fn, this.options.writeDeadline(), this.options.abort);
   }
 }

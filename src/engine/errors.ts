@@ -1,4 +1,5 @@
 /** Errors a handler may throw or catch. Their `name` becomes the execution error's `type`. */
+import type { Divergence, OperationRef } from '../domain/thrown';
 
 const NON_RETRYABLE = Symbol.for('stepwise.NonRetryableError');
 const EVENT_TIMEOUT = Symbol.for('stepwise.EventTimeoutError');
@@ -67,11 +68,19 @@ export class ChildTimeoutError extends Error {
   }
 }
 
-/** A replay met a different durable operation than the one recorded under that name. */
+/**
+ * A replay met a different durable operation than the one its history recorded at that point: the
+ * code changed under a running execution. `divergence` names both (the dashboard shows them); a
+ * `recorded` of null is a history with no operation there (a patch the history predates).
+ */
 export class NonDeterminismError extends Error {
   override name = 'NonDeterminismError';
-  constructor(seq: number, expected: string, found: string) {
-    super(`replay diverged at operation #${seq + 1}: history has ${expected}, the handler called ${found}`);
+  readonly divergence: Divergence;
+  constructor(seq: number, recorded: OperationRef | null, called: OperationRef, hint = '') {
+    const what = (o: OperationRef) => `${o.kind} ${JSON.stringify(o.name)}`;
+    const had = recorded ? `history has ${what(recorded)}` : 'history has no operation there';
+    super(`replay diverged at operation #${seq + 1}: ${had}, the handler called ${what(called)}${hint ? `; ${hint}` : ''}`);
+    this.divergence = { operation: seq + 1, recorded, called };
   }
 }
 

@@ -137,6 +137,8 @@ export class ExecutionRunner {
       if (held.controller.aborted) throw held.controller.reason;
       const output = toOutput(ended.output, this.options.limits.valueBytes);
       await held.claimCommitted;
+      // A patch marker recorded late must land before the completion (a lost lease throws here).
+      await live.ctx.markersRecorded();
       // A completion that cannot be written is handled below like the handler's own failure.
       const landed = await retryWhileUnavailable(() => this.options.complete({ ...held.lease, output, parentId: execution.parentId }), writeDeadline());
       if (landed) {

@@ -5,6 +5,7 @@ import { parseCronTrigger, type CronSchedule } from '../domain/cron';
 import { parseDuration } from '../domain/duration';
 import { isThrottled, parseFlow, type FlowPolicy } from '../domain/flow';
 import { resolveRetryPolicy, type ResolvedRetryPolicy } from '../domain/retry';
+import { parseTaskVersion } from '../domain/version';
 import type { TaskRegistration } from '../store/tasks';
 import { isTaskDefinition, type TaskDefinition } from './task';
 
@@ -16,6 +17,8 @@ export interface RegisteredTask {
   timeoutMs: number | undefined;
   /** Its concurrency limit, rate limit and debounce. */
   flow: FlowPolicy;
+  /** The version of its code ('' when the definition has none). */
+  version: string;
 }
 
 /** The tasks one worker serves, by name, with their retry policies resolved once. */
@@ -30,7 +33,7 @@ export class TaskRegistry {
     if (this.tasks.has(def.name)) throw new Error(`task ${def.name} is defined twice`);
     const cron = def.cron === undefined ? null : parseCronTrigger(def.name, def.cron);
     const timeoutMs = def.timeout === undefined ? undefined : parseDuration(def.timeout, `task ${def.name}: timeout`);
-    this.tasks.set(def.name, { def, retry: resolveRetryPolicy(def.retry), timeoutMs, cron, flow: parseFlow(def.name, def) });
+    this.tasks.set(def.name, { def, retry: resolveRetryPolicy(def.retry), timeoutMs, cron, flow: parseFlow(def.name, def), version: parseTaskVersion(def.name, def.version) });
   }
 
   get(name: string): RegisteredTask | undefined {
@@ -51,19 +54,25 @@ export class TaskRegistry {
     return [...this.tasks.keys()];
   }
 
+  /** Each task with the version of it this worker serves: what its claims take (see ClaimTask). */
+  served(): Array<{ name: string; version: string }> {
+    return [...this.tasks.values()].map(({ def, version }) => ({ name: def.name, version }));
+  }
+
   get size(): number {
     return this.tasks.size;
   }
 
   /** What the database records for the API: names and JSON Schemas (TypeBox's symbols drop out). */
   toRegistrations(): TaskRegistration[] {
-    return [...this.tasks.values()].map(({ def, retry, cron, flow }) => ({
+    return [...this.tasks.values()].map(({ def, retry, cron, flow, version }) => ({
       name: def.name,
       dataSchema: def.data ? JSON.parse(JSON.stringify(def.data)) : null,
       eventSchemas: JSON.parse(JSON.stringify(def.events ?? {})),
       retry,
       cron: cron ? { pattern: cron.pattern, timezone: cron.timezone } : null,
       flow,
+      version,
     }));
   }
 }

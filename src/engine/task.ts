@@ -2,6 +2,7 @@ import type { Static, TSchema, TUnknown } from '@sinclair/typebox';
 import { parseCronTrigger, type CronTrigger } from '../domain/cron';
 import { parseDuration, type Duration } from '../domain/duration';
 import { parseFlow, type FlowOptions } from '../domain/flow';
+import { parseTaskVersion } from '../domain/version';
 import type { Jsonify } from '../domain/jsonify';
 import { compileJsonSchema, describeSchemaErrors } from '../domain/json-schema';
 import type { RetryPolicy } from '../domain/retry';
@@ -70,6 +71,22 @@ export interface TaskContext<E extends Record<string, TSchema> = Record<string, 
    */
   spawn<D extends TSchema, CE extends Record<string, TSchema>, R>(name: string, task: TaskDefinition<D, CE, R>, data: Static<D>, options?: ChildOptions): Promise<string>;
   spawn(name: string, task: string, data?: unknown, options?: ChildOptions): Promise<string>;
+  /**
+   * One code version carrying the old path and the new one: true when this execution reaches this
+   * point under code that has the change `changeId` (it records a marker in the steps, kept for every
+   * replay), false when it is replaying a history recorded before the change, past this point, by
+   * code without it. Put the new code under `if (ctx.patched('id'))` and keep the old in the else.
+   * Asked again with the same id in one execution, it answers the same.
+   */
+  patched(changeId: string): boolean;
+  /**
+   * For the release after every execution that ran without the change has finished: the old path is
+   * gone, and a history recorded before the change (no marker, past this point) fails the execution
+   * with NonDeterminismError instead of running new code over it. Records the marker as patched()
+   * does, so that a worker still running the release with patched() replays these histories too; a
+   * later release drops the call.
+   */
+  deprecatePatch(changeId: string): void;
 }
 
 /** Options of a child execution. */
@@ -89,6 +106,13 @@ export interface InvokeOptions extends ChildOptions {
 export interface TaskOptions<D extends TSchema, E extends Record<string, TSchema>, R> {
   /** The name clients schedule. */
   name: string;
+  /**
+   * The release of this task's code ('2', '2026-11-27', a build number). An execution is pinned to
+   * the version it started on: only workers serving that version claim it again, so a deploy lets
+   * old executions drain on old workers while new ones start on new ones. Without one the task is
+   * unversioned, a version of its own.
+   */
+  version?: string | number;
   /** JSON Schema (TypeBox) of `data`; the API rejects data that does not match. */
   data?: D;
   /** Schemas of the events the handler waits for, by name. */
@@ -144,6 +168,7 @@ export function defineTask<D extends TSchema = TUnknown, E extends Record<string
   }
   if (typeof options.run !== 'function') throw new TypeError(`task ${options.name} needs a run(ctx, data) function`);
   parseFlow(options.name, options);
+  parseTaskVersion(options.name, options.version);
   if (options.timeout !== undefined) parseDuration(options.timeout, `task ${options.name}: timeout`);
   if (options.cron !== undefined) {
     const { data } = parseCronTrigger(options.name, options.cron);

@@ -1,5 +1,5 @@
 import type { Logger } from '../logger';
-import { CHANNEL_CANCEL, CHANNEL_WORK } from '../store/channels';
+import { CHANNEL_CANCEL, CHANNEL_TASKS, CHANNEL_WORK } from '../store/channels';
 import { NotificationListener } from '../store/listener';
 
 export interface WorkNotificationsOptions {
@@ -9,10 +9,12 @@ export interface WorkNotificationsOptions {
   serves: (task: string) => boolean;
   onWork: () => void;
   onCancel: (executionId: string) => void;
+  /** A task this worker serves was registered again (another worker started, maybe of another version). */
+  onTaskRegistered?: (task: string) => void;
 }
 
 /**
- * A worker's LISTEN connection: work announced for its tasks, and cancels. A NOTIFY is only a latency
+ * A worker's LISTEN connection: work announced for its tasks, cancels, and registrations of its tasks. A NOTIFY is only a latency
  * hint, polling keeps the worker correct; notifications sent while disconnected are lost, so every
  * (re)connect counts as work announced.
  */
@@ -21,7 +23,7 @@ export class WorkNotifications {
   private seq = 0;
 
   constructor(private readonly options: WorkNotificationsOptions) {
-    this.listener = new NotificationListener({ url: options.url, channels: [CHANNEL_WORK, CHANNEL_CANCEL], log: options.log });
+    this.listener = new NotificationListener({ url: options.url, channels: [CHANNEL_WORK, CHANNEL_CANCEL, CHANNEL_TASKS], log: options.log });
     this.listener.on('notification', (channel: string, payload: string) => this.dispatch(channel, payload));
     this.listener.on('connected', () => this.announceWork());
   }
@@ -48,6 +50,7 @@ export class WorkNotifications {
     if (channel === CHANNEL_WORK) {
       if (payload === '' || this.options.serves(payload)) this.announceWork();
     } else if (channel === CHANNEL_CANCEL) this.options.onCancel(payload);
+    else if (channel === CHANNEL_TASKS && this.options.serves(payload)) this.options.onTaskRegistered?.(payload);
   }
 
   private announceWork(): void {

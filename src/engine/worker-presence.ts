@@ -28,7 +28,8 @@ export interface WorkerPresenceOptions {
   db: Db;
   log: Logger;
   workerId: string;
-  tasks: readonly string[];
+  /** The tasks it serves, each with its version ('' for none). */
+  tasks: ReadonlyArray<{ name: string; version: string }>;
   concurrency: number;
   /** Handlers running now; read at every heartbeat. */
   running: () => number;
@@ -87,7 +88,9 @@ export class WorkerPresence {
 
   private registration() {
     const { workerId, tasks, concurrency, lostAfterMs } = this.options;
-    return { id: workerId, hostname: hostname(), pid: process.pid, version: PACKAGE_VERSION, tasks: [...tasks].sort(), concurrency, running: this.options.running(), lostAfterMs, startedAt: this.startedAt };
+    const names = tasks.map((t) => t.name).sort();
+    const taskVersions = Object.fromEntries(tasks.map((t) => [t.name, t.version]));
+    return { id: workerId, hostname: hostname(), pid: process.pid, version: PACKAGE_VERSION, tasks: names, taskVersions, concurrency, running: this.options.running(), lostAfterMs, startedAt: this.startedAt };
   }
 
   private async beat(): Promise<void> {

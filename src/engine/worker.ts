@@ -2,10 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { GroupCommitter } from '../group-commit';
 import { isDatabaseUnavailable } from '../store/db-errors';
 import { mayPrefetch, type FlowPolicy } from '../domain/flow';
-import { claimExecutionsBeforeCommit, completeAndClaimBeforeCommit, type ClaimedExecution, type CompleteAndClaimResult } from '../store/transitions/claim';
+import { claimExecutionsBeforeCommit, completeAndClaimBeforeCommit, type ClaimedExecution, type ClaimTask, type CompleteAndClaimResult } from '../store/transitions/claim';
 import { claimThrottledExecutions, type ThrottledClaim } from '../store/transitions/claim-throttled';
 import { type Completion } from '../store/transitions/complete';
 import { rekeyExecutions, upsertTasks } from '../store/tasks';
+import { startingTasks } from '../store/versions';
 import { CronFirer } from './cron';
 import { ExecutionRunner } from './execution-runner';
 import { renewHeldLeases } from './lease-renewal';
@@ -41,8 +42,12 @@ export class Worker {
   private readonly registry: TaskRegistry;
   /** The tasks this worker claims, computed once: every claim sends them. */
   private readonly taskNames: readonly string[];
-  /** The tasks claimed together, in one statement: those without a concurrency or rate limit. */
-  private readonly freeTaskNames: readonly string[];
+  /** The tasks claimed together, in one statement, with their versions: those without a concurrency or rate limit. */
+  private freeTasks: readonly ClaimTask[];
+  /** The tasks of which this worker starts new executions: its version is current (see startingTasks). */
+  private starting: ReadonlySet<string>;
+  private versionsTimer: NodeJS.Timeout | undefined;
+  private versionsRead: Promise<void> | undefined;
   /** Tasks with a concurrency or rate limit, each claimed in a locked transaction of its own (claimThrottledExecutions). */
   private readonly limits: ReadonlyMap<string, FlowPolicy>;
   /** Per throttled task, the key its last claim ended on: keys take turns from one claim to the next. */
@@ -74,7 +79,9 @@ export class Worker {
     this.registry = new TaskRegistry(options.tasks);
     this.taskNames = this.registry.names();
     this.limits = this.registry.throttled();
-    this.freeTaskNames = this.taskNames.filter((name) => !this.limits.has(name));
+    // Registering makes this worker's versions current: it starts new executions until a later one registers.
+    this.starting = new Set(this.taskNames);
+    this.freeTasks = this.claimTasks();
     this.leaseMs = options.leaseMs ?? 30000;
     this.pollIntervalMs = options.pollIntervalMs ?? 1000;
     this.shutdownGraceMs = options.shutdownGraceMs ?? 10000;
@@ -88,18 +95,54 @@ export class Worker {
     const progressed = (id: string) => this.progress.add(id);
     this.runner = new ExecutionRunner({ db, log, registry: this.registry, observer: options.observer, complete, limits, keepSuspended: options.keepSuspended ?? 256, onHandlerReturned: (held) => this.leaveHandler(held), progressed });
     const serves = (task: string) => this.registry.get(task) !== undefined;
-    this.notifications = new WorkNotifications({ url: options.databaseUrl, log, serves, onWork: () => this.signal.wake(), onCancel: (id) => (this.slots.cancel(id), this.runner.forget(id)) });
+    this.notifications = new WorkNotifications({
+      url: options.databaseUrl,
+      log,
+      serves,
+      onWork: () => this.signal.wake(),
+      onCancel: (id) => (this.slots.cancel(id), this.runner.forget(id)),
+      onTaskRegistered: () => void this.readVersions(),
+    });
     this.completions = new GroupCommitter((items: Completion[]) => this.completeAndClaim(items), isDatabaseUnavailable);
     this.presence = new WorkerPresence({
       db,
       log,
       workerId: this.id,
-      tasks: this.taskNames,
+      tasks: this.registry.served(),
       concurrency: this.slots.concurrency,
       running: () => this.slots.runningCount,
       ...presenceTimings(options),
       onDatabaseError: () => options.observer?.databaseError?.(),
     });
+  }
+
+  /** The tasks the batched claim takes, each with its version and whether it starts new executions. */
+  private claimTasks(): ClaimTask[] {
+    return this.registry
+      .served()
+      .filter((t) => !this.limits.has(t.name))
+      .map((t) => ({ ...t, startsNew: this.starting.has(t.name) }));
+  }
+
+  /**
+   * Reads which tasks this worker starts new executions of (startingTasks): when another version
+   * became current, it only drains what is pinned to its own; when the current version's workers
+   * are gone, it starts them again. One read at a time; a failure keeps the last answer.
+   */
+  private readVersions(): Promise<void> {
+    this.versionsRead ??= startingTasks(this.options.db, this.registry.served())
+      .then((starting) => {
+        const changed = this.taskNames.filter((t) => starting.has(t) !== this.starting.has(t));
+        if (changed.length === 0) return;
+        this.starting = starting;
+        this.freeTasks = this.claimTasks();
+        const draining = this.taskNames.filter((t) => !starting.has(t));
+        this.options.log.info({ workerId: this.id, draining, starting: [...starting] }, 'task versions changed: new executions start on the current version');
+        this.signal.wake();
+      })
+      .catch((err: Error) => this.options.log.warn({ err: err.message }, 'reading the current task versions failed'))
+      .finally(() => (this.versionsRead = undefined));
+    return this.versionsRead;
   }
 
   /** Executions this worker holds now (running handlers and final writes in flight). */
@@ -134,6 +177,10 @@ export class Worker {
     const renewal = { db: this.options.db, log: this.options.log, leaseMs: this.leaseMs, onDatabaseError: () => this.options.observer?.databaseError?.() };
     this.renewTimer = setInterval(() => void renewHeldLeases(this.slots, renewal), Math.max(200, Math.floor(this.leaseMs / 3)));
     this.slots.startHoldTimer();
+    // Another version may have registered since; and a current version's workers may all go away.
+    void this.readVersions();
+    this.versionsTimer = setInterval(() => void this.readVersions(), presenceTimings(this.options).heartbeatIntervalMs);
+    this.versionsTimer.unref();
     this.loopDone = this.loop();
     const schedules = this.registry.cronSchedules();
     if (schedules.length > 0) {
@@ -163,6 +210,7 @@ export class Worker {
     await this.completions.idle();
     this.progress.stop();
     clearInterval(this.renewTimer);
+    clearInterval(this.versionsTimer);
     clearTimeout(this.rekeyTimer);
     this.signal.clearTimers();
     await Promise.all([this.notifications.stop(), this.presence.stop()]);
@@ -196,7 +244,7 @@ export class Worker {
       this.slots.reserveSlots(room);
       try {
         // Handlers start while the claim's commit is being flushed (see claimExecutionsBeforeCommit).
-        const claim = await claimExecutionsBeforeCommit(this.options.db, this.freeTaskNames, room, this.leaseMs, this.id);
+        const claim = await claimExecutionsBeforeCommit(this.options.db, this.freeTasks, room, this.leaseMs, this.id);
         claimed = claim.claimed;
         committed = claim.committed.catch((err: Error) => this.claimNotCommitted(claim.claimed, err));
         backoff = 100;
@@ -251,7 +299,7 @@ export class Worker {
     this.slots.reserveSlots(want);
     let claim: ThrottledClaim;
     try {
-      claim = await claimThrottledExecutions(this.options.db, task, policy, want, this.leaseMs, this.id, this.cursors.get(task) ?? '', runnable, completions);
+      claim = await claimThrottledExecutions(this.options.db, { name: task, version: this.registry.get(task)?.version ?? '', startsNew: this.starting.has(task) }, policy, want, this.leaseMs, this.id, this.cursors.get(task) ?? '', runnable, completions);
     } finally {
       this.slots.unreserveSlots(want);
     }
@@ -278,7 +326,7 @@ export class Worker {
     let result: CompleteAndClaimResult;
     try {
       // The claimed handlers start while the commit is flushed, as a loop claim's do.
-      result = await completeAndClaimBeforeCommit(this.options.db, items, this.freeTaskNames, limit, this.leaseMs, this.id);
+      result = await completeAndClaimBeforeCommit(this.options.db, items, this.freeTasks, limit, this.leaseMs, this.id);
     } finally {
       this.slots.unreserveSlots(limit);
     }

@@ -6,6 +6,8 @@ export interface BulkFilter {
   /** Only executions in one of these statuses (the action's own, when the caller named none). */
   statuses: readonly ExecutionStatus[];
   task?: string;
+  /** Only executions pinned to this version (as stored: '' for the task without one). */
+  taskVersion?: string;
   /** Created at or after this instant. */
   createdAfter?: Date;
   /** Created before this instant. */
@@ -26,6 +28,7 @@ export async function findBulkTargets(db: Db, f: BulkFilter): Promise<string[]> 
     `SELECT id FROM stepwise.executions
       WHERE status = ANY(?::text[])
         AND (?::text IS NULL OR task = ?)
+        AND (?::text IS NULL OR task_version = ?)
         AND (?::timestamptz IS NULL OR created_at >= ?)
         AND (?::timestamptz IS NULL OR created_at < ?)
         AND (?::text[] IS NULL OR tags @> ?::text[])
@@ -35,6 +38,8 @@ export async function findBulkTargets(db: Db, f: BulkFilter): Promise<string[]> 
       f.statuses,
       f.task ?? null,
       f.task ?? null,
+      f.taskVersion ?? null,
+      f.taskVersion ?? null,
       f.createdAfter ?? null,
       f.createdAfter ?? null,
       f.createdBefore ?? null,

@@ -14,6 +14,7 @@ import * as m012 from './migrations/012-find-executions';
 import * as m013 from './migrations/013-idempotent-events';
 import * as m014 from './migrations/014-webhooks';
 import * as m015 from './migrations/015-flow-control';
+import * as m016 from './migrations/016-task-versions';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -37,6 +38,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['013-idempotent-events', m013],
   ['014-webhooks', m014],
   ['015-flow-control', m015],
+  ['016-task-versions', m016],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {

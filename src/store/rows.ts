@@ -1,4 +1,5 @@
 import { TERMINAL_STATUSES, type ExecutionStatus } from '../domain/status';
+import type { Divergence } from '../domain/thrown';
 
 /** The finished statuses as an SQL list, for `status IN (...)`: literals, so partial-index predicates can be proven. */
 export const TERMINAL_STATUS_LIST = TERMINAL_STATUSES.map((s) => `'${s}'`).join(', ');
@@ -8,6 +9,8 @@ export interface ExecutionError {
   type: string;
   message: string;
   retryable: boolean;
+  /** A NonDeterminismError's recorded and called operations. */
+  divergence?: Divergence;
 }
 
 /** An execution as the rest of the code sees it; `rowToExecution` is the one mapping from SQL. */
@@ -40,6 +43,8 @@ export interface ExecutionRecord {
   tags: string[];
   /** Claimed before due executions of lower priority. */
   priority: number;
+  /** The version of the task's code it started on: null before its first claim, '' for an unversioned task. */
+  taskVersion: string | null;
   /** The value of its task's concurrency key it counts under, or null when that limit has no key. */
   concurrencyKey: string | null;
   /** The event waits still open, earliest first; read by getExecution only (empty unless waiting). */
@@ -78,6 +83,7 @@ export interface ExecutionRow {
   /** NULL when none (never empty), so that the tag index holds tagged executions only. */
   tags: string[] | null;
   priority: number;
+  task_version: string | null;
   concurrency_key: string | null;
 }
 
@@ -106,12 +112,13 @@ export function rowToExecution(row: ExecutionRow): ExecutionRecord {
     attemptsSinceProgress: row.attempts_since_progress ?? 0,
     tags: row.tags ?? [],
     priority: row.priority ?? 0,
+    taskVersion: row.task_version ?? null,
     concurrencyKey: row.concurrency_key ?? null,
   };
 }
 
 /** Kinds of durable operation a handler records, in call order. */
-export type StepKind = 'step' | 'sleep' | 'event' | 'child';
+export type StepKind = 'step' | 'sleep' | 'event' | 'child' | 'patch';
 
 /** How a recorded operation ended, beyond `completed`: a step whose retries ran out, or one cut by a cancel. */
 export type StepOutcome = 'failed' | 'cancelled';

@@ -77,6 +77,8 @@ async function readReplayRows(db: Db, name: string, where: string, values: unkno
 export interface StepResult extends Lease {
   seq: number;
   name: string;
+  /** A completed step ('step', the default) or a patch marker ('patch', see ctx.patched). */
+  kind?: 'step' | 'patch';
   result: unknown;
   /** When the step's function started (its row is written only when it finishes). */
   startedAt: Date;
@@ -110,6 +112,7 @@ export async function recordStepResults(db: Db, items: readonly StepResult[]): P
     items.map((i) => i.name),
     items.map((i) => toJsonb(i.result)),
     items.map((i) => i.startedAt),
+    items.map((i) => i.kind ?? 'step'),
   ]);
   return new Set(rows.map((r) => stepKey(r.execution_id, r.seq)));
 }
@@ -121,42 +124,44 @@ export async function recordStepResults(db: Db, items: readonly StepResult[]): P
  */
 function recordStepsSql(counts: string, conflict: string): string {
   return `WITH input AS (
-       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::jsonb[], $6::timestamptz[]) AS i(id, token, seq, name, result, started_at)
+       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::jsonb[], $6::timestamptz[], $7::text[]) AS i(id, token, seq, name, result, started_at, kind)
      ),
      locked AS (
        SELECT id FROM stepwise.executions WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE
      ),
      fence AS (
        UPDATE stepwise.executions e
-          SET steps_completed = e.steps_completed + c.n, current_step = NULL, attempts_since_progress = 0
+          SET steps_completed = e.steps_completed + c.n, current_step = CASE WHEN c.n > 0 THEN NULL ELSE e.current_step END,
+              attempts_since_progress = CASE WHEN c.n > 0 THEN 0 ELSE e.attempts_since_progress END
          FROM (${counts}) c
         WHERE e.id = c.id AND e.lease_token = c.token AND e.status = 'running'
           AND (SELECT count(*) FROM locked) >= 0
         RETURNING e.id, e.lease_token
      )
      INSERT INTO stepwise.steps AS st (execution_id, seq, name, kind, completed, result, started_at, completed_at)
-     SELECT i.id, i.seq, i.name, 'step', true, i.result, least(i.started_at, now()), now()
+     SELECT i.id, i.seq, i.name, i.kind, true, i.result, least(i.started_at, now()), now()
        FROM input i JOIN fence f ON f.id = i.id AND f.lease_token = i.token
      ${conflict}
      RETURNING execution_id, seq`;
 }
 
-const RECORD_STEPS = ['stepwise_record_steps', recordStepsSql('SELECT id, token, count(*)::int AS n FROM input GROUP BY id, token', '')] as const;
+// Patch markers are recorded like steps but are no step: steps_completed does not count them.
+const RECORD_STEPS = ['stepwise_record_steps_v2', recordStepsSql(`SELECT id, token, count(*) FILTER (WHERE kind = 'step')::int AS n FROM input GROUP BY id, token`, '')] as const;
 
 /**
  * Counts only steps not yet completed, reports a row this attempt already wrote as landed, and
  * completes the row that a step's failed attempts left (its failures stay).
  */
 const RECORD_STEPS_AGAIN = [
-  'stepwise_record_steps_again',
+  'stepwise_record_steps_again_v2',
   recordStepsSql(
-    `SELECT i.id, i.token, count(*) FILTER (WHERE s.seq IS NULL OR NOT s.completed)::int AS n
+    `SELECT i.id, i.token, count(*) FILTER (WHERE i.kind = 'step' AND (s.seq IS NULL OR NOT s.completed))::int AS n
        FROM input i LEFT JOIN stepwise.steps s ON s.execution_id = i.id AND s.seq = i.seq
       GROUP BY i.id, i.token`,
     `ON CONFLICT (execution_id, seq) DO UPDATE
         SET completed = true, result = CASE WHEN st.completed THEN st.result ELSE EXCLUDED.result END,
             completed_at = coalesce(st.completed_at, EXCLUDED.completed_at), wake_at = NULL
-      WHERE st.kind = 'step' AND st.outcome IS NULL AND st.name = EXCLUDED.name`,
+      WHERE st.kind = EXCLUDED.kind AND st.outcome IS NULL AND st.name = EXCLUDED.name`,
   ),
 ] as const;
 

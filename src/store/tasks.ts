@@ -65,6 +65,8 @@ export interface TaskRegistration {
   retry: unknown;
   cron?: TaskCron | null;
   flow?: FlowPolicy;
+  /** The version of its code the registering worker serves ('' for none): it becomes the current one. */
+  version?: string;
 }
 
 /** A key's path as a jsonb array (NULL for none): an array parameter cannot hold one array per row. */
@@ -92,16 +94,16 @@ export async function upsertTasks(db: Db, tasks: readonly TaskRegistration[]): P
     `WITH old AS (SELECT name, concurrency_key_path, rate_key_path FROM stepwise.tasks WHERE name = ANY(?::text[])),
      up AS (
        INSERT INTO stepwise.tasks (name, data_schema, event_schemas, retry, cron, concurrency_limit, concurrency_key, concurrency_key_path,
-                                   rate_limit, rate_key_path, debounce, debounce_key_path, updated_at)
+                                   rate_limit, rate_key_path, debounce, debounce_key_path, current_version, updated_at)
        SELECT name, data_schema, event_schemas, retry, cron, concurrency_limit, concurrency_key, ${PATH_FROM_JSON('ckp')},
-              rate_limit, ${PATH_FROM_JSON('rkp')}, debounce, ${PATH_FROM_JSON('dkp')}, now()
-         FROM unnest(?::text[], ?::jsonb[], ?::jsonb[], ?::jsonb[], ?::jsonb[], ?::int[], ?::text[], ?::jsonb[], ?::jsonb[], ?::jsonb[], ?::jsonb[], ?::jsonb[])
-              AS u(name, data_schema, event_schemas, retry, cron, concurrency_limit, concurrency_key, ckp, rate_limit, rkp, debounce, dkp)
+              rate_limit, ${PATH_FROM_JSON('rkp')}, debounce, ${PATH_FROM_JSON('dkp')}, current_version, now()
+         FROM unnest(?::text[], ?::jsonb[], ?::jsonb[], ?::jsonb[], ?::jsonb[], ?::int[], ?::text[], ?::jsonb[], ?::jsonb[], ?::jsonb[], ?::jsonb[], ?::jsonb[], ?::text[])
+              AS u(name, data_schema, event_schemas, retry, cron, concurrency_limit, concurrency_key, ckp, rate_limit, rkp, debounce, dkp, current_version)
        ON CONFLICT (name) DO UPDATE
          SET data_schema = EXCLUDED.data_schema, event_schemas = EXCLUDED.event_schemas, retry = EXCLUDED.retry, cron = EXCLUDED.cron,
              concurrency_limit = EXCLUDED.concurrency_limit, concurrency_key = EXCLUDED.concurrency_key,
              concurrency_key_path = EXCLUDED.concurrency_key_path, rate_limit = EXCLUDED.rate_limit, rate_key_path = EXCLUDED.rate_key_path,
-             debounce = EXCLUDED.debounce, debounce_key_path = EXCLUDED.debounce_key_path, updated_at = now()
+             debounce = EXCLUDED.debounce, debounce_key_path = EXCLUDED.debounce_key_path, current_version = EXCLUDED.current_version, updated_at = now()
        RETURNING name, concurrency_key_path, rate_key_path, pg_notify('${CHANNEL_TASKS}', name) IS NULL AS _n
      )
      SELECT up.name FROM up LEFT JOIN old USING (name)
@@ -120,6 +122,7 @@ export async function upsertTasks(db: Db, tasks: readonly TaskRegistration[]): P
       flows.map((f) => pathJson(f.rateLimit?.key)),
       flows.map((f) => (f.debounce ? toJsonb({ period_ms: f.debounce.periodMs, key: f.debounce.key?.pointer ?? null }) : null)),
       flows.map((f) => pathJson(f.debounce?.key)),
+      tasks.map((t) => t.version ?? ''),
     ],
   );
   const names = changed.map((c) => c.name);

@@ -17,6 +17,8 @@ export interface WorkerRegistration {
   pid: number;
   version: string;
   tasks: readonly string[];
+  /** The version of each task it serves ('' for a task defined without one, and for a task left out). */
+  taskVersions?: Readonly<Record<string, string>>;
   concurrency: number;
   running: number;
   /** Silence after which readers report the worker lost: its heartbeat interval times the beats it may miss. */
@@ -32,6 +34,7 @@ export interface WorkerRecord {
   pid: number;
   version: string;
   tasks: string[];
+  taskVersions: Record<string, string>;
   concurrency: number;
   running: number;
   startedAt: Date;
@@ -45,6 +48,7 @@ interface WorkerRow {
   pid: number;
   version: string;
   tasks: string[];
+  task_versions: Record<string, string> | null;
   concurrency: number;
   running: number;
   started_at: Date;
@@ -59,6 +63,7 @@ function rowToWorker(row: WorkerRow): WorkerRecord {
     pid: row.pid,
     version: row.version,
     tasks: row.tasks,
+    taskVersions: row.task_versions ?? {},
     concurrency: row.concurrency,
     running: row.running,
     startedAt: row.started_at,
@@ -74,6 +79,9 @@ function rowToWorker(row: WorkerRow): WorkerRecord {
  */
 const IS_LOST = `last_seen_at < now() - make_interval(secs => lost_after_ms / 1000.0)`;
 
+/** A worker row (alias `w`) that serves work: active and not lost. */
+export const LIVE_WORKER = `w.state = 'active' AND NOT (w.${IS_LOST})`;
+
 /**
  * Records a worker as active, seen now; returns when it started (the database's time). A worker whose
  * row was forgotten while it was cut off registers again with its first `startedAt`: the upsert keeps
@@ -82,11 +90,11 @@ const IS_LOST = `last_seen_at < now() - make_interval(secs => lost_after_ms / 10
 export async function registerWorker(db: Db, w: WorkerRegistration): Promise<Date> {
   const [row] = await queryRows<{ started_at: Date }>(
     db,
-    `INSERT INTO stepwise.workers (worker_id, hostname, pid, version, tasks, concurrency, running, lost_after_ms, state, started_at, last_seen_at)
-     VALUES (?, ?, ?, ?, ?::text[], ?, ?, ?, 'active', COALESCE(?::timestamptz, now()), now())
+    `INSERT INTO stepwise.workers (worker_id, hostname, pid, version, tasks, task_versions, concurrency, running, lost_after_ms, state, started_at, last_seen_at)
+     VALUES (?, ?, ?, ?, ?::text[], ?::jsonb, ?, ?, ?, 'active', COALESCE(?::timestamptz, now()), now())
      ON CONFLICT (worker_id) DO UPDATE SET running = EXCLUDED.running, last_seen_at = now()
      RETURNING started_at`,
-    [w.id, w.hostname, w.pid, w.version, [...w.tasks], w.concurrency, w.running, Math.ceil(w.lostAfterMs), w.startedAt ?? null],
+    [w.id, w.hostname, w.pid, w.version, [...w.tasks], JSON.stringify(w.taskVersions ?? {}), w.concurrency, w.running, Math.ceil(w.lostAfterMs), w.startedAt ?? null],
   );
   return row.started_at;
 }
@@ -128,7 +136,7 @@ export async function deleteLostWorkers(db: Db, forgetAfterMs: number): Promise<
 export async function listWorkers(db: Db): Promise<WorkerRecord[]> {
   const rows = await queryRows<WorkerRow>(
     db,
-    `SELECT worker_id, hostname, pid, version, tasks, concurrency, running, started_at, last_seen_at,
+    `SELECT worker_id, hostname, pid, version, tasks, task_versions, concurrency, running, started_at, last_seen_at,
             CASE WHEN ${IS_LOST} THEN 'lost' ELSE state END AS state
        FROM stepwise.workers
       ORDER BY started_at, worker_id`,
@@ -146,4 +154,15 @@ export async function countLiveWorkersByTask(db: Db): Promise<Map<string, number
       GROUP BY task`,
   );
   return new Map(rows.map((r) => [r.task, r.workers]));
+}
+
+/** Live workers per task and version they serve ('' for a task defined without one). */
+export async function countLiveWorkersByVersion(db: Db): Promise<Array<{ task: string; version: string; workers: number }>> {
+  return queryRows(
+    db,
+    `SELECT task, coalesce(task_versions->>task, '') AS version, count(*)::int AS workers
+       FROM stepwise.workers, unnest(tasks) AS task
+      WHERE state = 'active' AND NOT (${IS_LOST})
+      GROUP BY 1, 2`,
+  );
 }

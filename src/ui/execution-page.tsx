@@ -92,7 +92,7 @@ function PausedWarning({ execution, task }: { execution: Execution; task: Task |
   );
 }
 
-const KIND_LABEL: Record<TimelineEntry['kind'], string> = { step: 'step', sleep: 'sleep', event: 'event wait', child: 'child' };
+const KIND_LABEL: Record<TimelineEntry['kind'], string> = { step: 'step', sleep: 'sleep', event: 'event wait', child: 'child', patch: 'patch' };
 
 function entryNote(e: TimelineEntry, now: number, formatInstant: (ms: number) => string): string {
   if (e.kind === 'sleep') {

@@ -82,14 +82,14 @@ describe('list and wait decisions', () => {
     }
   });
 
-  test('list items carry exactly execution_id, task, status, created_at, started_at and completed_at (PRODUCT.md §1), tags and priority', async () => {
+  test('list items carry exactly execution_id, task, status, created_at, started_at and completed_at (PRODUCT.md §1), tags, priority and task_version', async () => {
     const task = uniqueTask();
     await registerTask(api.db, task);
     const { execution_id } = await api.client.schedule(task, { secret: 'not listed' });
     const page = await api.client.list({ task, status: 'pending' });
     expect(page.executions).toHaveLength(1);
-    expect(Object.keys(page.executions[0]).sort()).toEqual(['completed_at', 'created_at', 'execution_id', 'priority', 'started_at', 'status', 'tags', 'task']);
-    expect(page.executions[0]).toMatchObject({ execution_id, task, status: 'pending', started_at: null, completed_at: null, tags: [], priority: 0 });
+    expect(Object.keys(page.executions[0]).sort()).toEqual(['completed_at', 'created_at', 'execution_id', 'priority', 'started_at', 'status', 'tags', 'task', 'task_version']);
+    expect(page.executions[0]).toMatchObject({ execution_id, task, status: 'pending', started_at: null, completed_at: null, tags: [], priority: 0, task_version: null });
   });
 
   test('wait on an execution that ends failed or cancelled answers 200 with that status, error and completed_at', async () => {

@@ -60,6 +60,7 @@ describe('executions', () => {
       idempotency_key: null,
       priority: 0,
       concurrency_key: null,
+      task_version: null,
     });
   });
 
@@ -138,6 +139,7 @@ describe('tasks', () => {
       concurrency: null,
       rate_limit: null,
       debounce: null,
+      versions: [],
       keys: [],
       updated_at: expect.stringMatching(ISO_MS),
       workers: 0,

@@ -24,6 +24,7 @@ const execution = {
   tags: [],
   priority: 0,
   concurrency_key: null,
+  task_version: null,
 };
 
 export const good: Handler<'getExecution'> = async () => ({ status: 200, body: execution });

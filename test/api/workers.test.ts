@@ -62,7 +62,8 @@ async function liveWorkersOf(task: string): Promise<number | undefined> {
 
 describe('GET /workers', () => {
   test('lists a started worker as active, with exactly the fields of the contract', async () => {
-    const [b, a] = [quickTask(uniqueTask('b')), quickTask(uniqueTask('a'))];
+    const b = quickTask(uniqueTask('b'));
+    const a = defineTask({ name: uniqueTask('a'), version: 7, run: async () => 'ok' });
     const worker = await start([b, a], { concurrency: 3 });
     expect(await listed(worker.id)).toEqual({
       worker_id: worker.id,
@@ -70,6 +71,7 @@ describe('GET /workers', () => {
       pid: process.pid,
       version: VERSION,
       tasks: [a.name, b.name],
+      task_versions: { [a.name]: '7', [b.name]: null },
       concurrency: 3,
       running: 0,
       started_at: expect.stringMatching(ISO_MS),

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { FlowPolicy } from '../../domain/flow';
 import { simpleRowsBeforeCommit, type Db } from '../db';
-import { CLAIM_COLUMNS, claimWrites, toClaimed, type ClaimedExecution, type ClaimRow } from './claim';
+import { CLAIM_COLUMNS, claimWrites, PIN_KEY, pinnedVersionSql, startsNew, toClaimed, UNPINNED, type ClaimedExecution, type ClaimRow, type ClaimTask } from './claim';
 import { COMPLETE_CTES, completionParams, type Completion } from './complete';
 
 /** What a claim of a throttled task did. */
@@ -70,7 +70,7 @@ const statementsByPolicy = new Map<string, ThrottledStatement>();
  */
 export async function claimThrottledExecutions(
   db: Db,
-  task: string,
+  served: ClaimTask,
   policy: FlowPolicy,
   want: number,
   leaseMs: number,
@@ -79,9 +79,10 @@ export async function claimThrottledExecutions(
   runnable = want,
   completions: readonly Completion[] = [],
 ): Promise<ThrottledClaim> {
+  const task = typeof served === 'string' ? served : served.name;
   const none: ThrottledClaim = { claimed: [], cursor, heldBy: null, more: false, contended: false, committed: Promise.resolve(), completed: new Set() };
   if (want <= 0 && completions.length === 0) return none;
-  const statement = throttledStatement(task, policy);
+  const statement = throttledStatement(served, policy);
   const args = [String(want), String(leaseMs / 1000), workerId === null ? 'NULL' : pg.escapeLiteral(workerId), ...(statement.keyed ? [pg.escapeLiteral(cursor), String(Math.min(runnable, want))] : [])];
   // One round trip: BEGIN, the lock (its outcome kept in a transaction-local setting the claim
   // reads), the claim in a statement of its own, whose snapshot is taken after the lock, and COMMIT.
@@ -155,8 +156,10 @@ function preparedOn(connection: object): Set<string> {
  *   worker's free slots ($5), a key gives only its first (room - 1) / 2: a buffer never holds the
  *   places that other workers with free slots need (a small limit gives none ahead at all).
  */
-export function throttledStatement(task: string, policy: FlowPolicy): ThrottledStatement {
-  const key = JSON.stringify([task, policy.concurrency, policy.rateLimit]);
+export function throttledStatement(served: ClaimTask, policy: FlowPolicy): ThrottledStatement {
+  const task = typeof served === 'string' ? served : served.name;
+  const V = pinnedVersionSql([served], 'task');
+  const key = JSON.stringify([task, V, startsNew(served), policy.concurrency, policy.rateLimit]);
   let statement = statementsByPolicy.get(key);
   if (statement) return statement;
   const T = pg.escapeLiteral(task);
@@ -165,14 +168,23 @@ export function throttledStatement(task: string, policy: FlowPolicy): ThrottledS
   // The column executions are grouped by: the concurrency key, else the rate key, else none.
   const group = conc?.key ? 'concurrency_key' : rate?.key ? 'rate_key' : null;
   const fresh = `task = ${T} AND status IN ('pending','waiting') AND due_at <= now()`;
+  // Rows this worker may claim: never started, or pinned to its version (see ClaimTask). The unkeyed
+  // claim reads them as two ranges of the claim's index; the keys' indexes filter them.
+  const unpinned = startsNew(served) ? `${PIN_KEY} = ${UNPINNED}` : 'FALSE';
+  const pinned = `${PIN_KEY} = ${V}`;
+  const mine = `(${unpinned} OR ${pinned})`;
   // Nothing is read or locked unless this transaction holds the task's lock (see claimThrottledExecutions).
   const gate = `current_setting('stepwise.claim_locked', true) = 'true'`;
-  const expired = `task = ${T} AND status = 'running' AND due_at <= now()`;
+  const expired = `task = ${T} AND status = 'running' AND due_at <= now() AND ${mine}`;
   const columns = 'id, status, due_at, priority, attempt, worker_id, attempt_started_at, rate_key';
   const running = (where: string) => `(SELECT count(*) FROM stepwise.executions WHERE task = ${T} AND status = 'running' AND due_at > now()${where})::int`;
   const candidates = (where: string, limit: string) => `SELECT * FROM (
-             SELECT ${columns} FROM stepwise.executions WHERE ${fresh}${where}
+             SELECT ${columns} FROM stepwise.executions WHERE ${fresh} AND ${unpinned}${where}
               ORDER BY priority DESC, due_at LIMIT ${limit} FOR UPDATE SKIP LOCKED) f
+           UNION ALL
+           SELECT * FROM (
+             SELECT ${columns} FROM stepwise.executions WHERE ${fresh} AND ${pinned}${where}
+              ORDER BY priority DESC, due_at LIMIT ${limit} FOR UPDATE SKIP LOCKED) v
            UNION ALL
            SELECT * FROM (
              SELECT ${columns} FROM stepwise.executions WHERE ${expired}${where}
@@ -180,7 +192,7 @@ export function throttledStatement(task: string, policy: FlowPolicy): ThrottledS
   let groups: string;
   if (group) {
     const next = (after: string, upTo: string) => `SELECT ${group} FROM stepwise.executions
-            WHERE ${fresh} AND ${group} IS NOT NULL AND ${after}${upTo} ORDER BY ${group} LIMIT 1`;
+            WHERE ${fresh} AND ${mine} AND ${group} IS NOT NULL AND ${after}${upTo} ORDER BY ${group} LIMIT 1`;
     const room = conc?.key ? `${conc.limit} - ${running(` AND concurrency_key = r.k`)}` : '$1::int';
     // Keys a claim visits: enough to fill the room twice over at the per-key limit, at least 16 (every
     // key, when fewer have work). Each key costs a probe, a count and a locked scan: a claim of 288 over
@@ -203,8 +215,10 @@ export function throttledStatement(task: string, policy: FlowPolicy): ThrottledS
        UNION ALL
        SELECT DISTINCT x.${group} FROM stepwise.executions x
         WHERE x.task = ${T} AND x.status = 'running' AND x.due_at <= now() AND x.${group} IS NOT NULL
+          AND (x.task_version IS NULL OR x.task_version = ${V})
           AND NOT EXISTS (SELECT 1 FROM stepwise.executions y
-                           WHERE y.task = ${T} AND y.status IN ('pending','waiting') AND y.due_at <= now() AND y.${group} = x.${group})
+                           WHERE y.task = ${T} AND y.status IN ('pending','waiting') AND y.due_at <= now() AND y.${group} = x.${group}
+                             AND (y.task_version IS NULL OR y.task_version = ${V}))
      ),
      groups AS (
        SELECT g.k, g.room, row_number() OVER () AS pos, count(*) OVER () AS n FROM (
@@ -273,12 +287,14 @@ export function throttledStatement(task: string, policy: FlowPolicy): ThrottledS
         ORDER BY ord LIMIT ${taskRoom}
      ),
      ${rateWrites}
-     ${claimWrites('picked', '$2', '$3', rate ? '(SELECT t FROM clock)' : 'now()')},
+     ${claimWrites('picked', '$2', '$3', V, rate ? '(SELECT t FROM clock)' : 'now()')},
      summary AS (
        SELECT (SELECT k FROM picked ORDER BY pos DESC LIMIT 1) AS next_cursor,
               (SELECT count(*) FROM allowed WHERE over_rate)::int AS held_by_rate,
-              (SELECT count(*) FROM picked) < ${runnable} AND EXISTS (
-                SELECT 1 FROM stepwise.executions WHERE ${fresh} AND id <> ALL(ARRAY(SELECT id FROM picked)) ORDER BY priority DESC, due_at LIMIT 1) AS due_left,
+              (SELECT count(*) FROM picked) < ${runnable} AND (EXISTS (
+                SELECT 1 FROM stepwise.executions WHERE ${fresh} AND ${unpinned} AND id <> ALL(ARRAY(SELECT id FROM picked)) ORDER BY priority DESC, due_at LIMIT 1)
+                OR EXISTS (
+                SELECT 1 FROM stepwise.executions WHERE ${fresh} AND ${pinned} AND id <> ALL(ARRAY(SELECT id FROM picked)) ORDER BY priority DESC, due_at LIMIT 1)) AS due_left,
               EXISTS (SELECT 1 FROM cand WHERE rank = share AND share < room) AS share_full,
               ${gate} AS locked,
               (SELECT count(*) FROM claim_notified) AS _c

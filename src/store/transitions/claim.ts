@@ -13,6 +13,38 @@ const TAKEN_OVER = statusIn(CLAIM.from.filter((s) => s === 'running'));
 /** What a worker needs of an execution it claimed (the claim returns no more: parsing is per row). */
 export type ClaimedRecord = Pick<ExecutionRecord, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'attemptsSinceProgress' | 'stepsCompleted' | 'leaseToken' | 'parentId'>;
 
+/**
+ * A task a worker claims, with the version of its code the worker serves ('' for a task defined
+ * without one); a bare name serves the unversioned task. A claim takes the executions pinned to this
+ * version, never another version's, and, unless `startsNew` is false (another version is current,
+ * see startingTasks), those that never started, which it pins to this version.
+ */
+export type ClaimTask = string | { readonly name: string; readonly version: string; readonly startsNew?: boolean };
+
+/**
+ * The claim index's version column (migration 016): '*' for an execution no version started yet,
+ * which no version is named (see TASK_VERSION). Ranges compare it with `=`, so that each is read in
+ * the index's order.
+ */
+export const PIN_KEY = `coalesce(task_version, '*')`;
+export const UNPINNED = `'*'`;
+
+const servedName = (t: ClaimTask) => (typeof t === 'string' ? t : t.name);
+const servedVersion = (t: ClaimTask) => (typeof t === 'string' ? '' : t.version);
+/** Whether the claim takes executions that never started. */
+export const startsNew = (t: ClaimTask) => typeof t === 'string' || t.startsNew !== false;
+
+/**
+ * The version a claim pins an unpinned execution of task `task` (a SQL expression) to, for a task
+ * list: a literal when every task has the same version, else a CASE over the task.
+ */
+export function pinnedVersionSql(tasks: readonly ClaimTask[], task: string): string {
+  const versions = new Map(tasks.map((t) => [servedName(t), servedVersion(t)]));
+  const distinct = new Set(versions.values());
+  if (distinct.size <= 1) return pg.escapeLiteral([...distinct][0] ?? '');
+  return `CASE ${task} ${[...versions].map(([n, v]) => `WHEN ${pg.escapeLiteral(n)} THEN ${pg.escapeLiteral(v)}`).join(' ')} END`;
+}
+
 /** A claimed execution together with what the claim saw. */
 export interface ClaimedExecution {
   execution: ClaimedRecord;
@@ -43,7 +75,7 @@ export interface ClaimedExecution {
  * lease expired (and was taken over here) can no longer write: all writes match on the token. Due times
  * compare against the database's now(), never a worker's clock.
  */
-export async function claimExecutions(db: Db, tasks: readonly string[], limit: number, leaseMs: number, workerId: string | null = null): Promise<ClaimedExecution[]> {
+export async function claimExecutions(db: Db, tasks: readonly ClaimTask[], limit: number, leaseMs: number, workerId: string | null = null): Promise<ClaimedExecution[]> {
   if (limit <= 0 || tasks.length === 0) return [];
   const statements = claimStatements(tasks);
   const rows = await preparedRows<ClaimRow>(db, statements.claimName, statements.claimSql, [limit, leaseMs / 1000, workerId]);
@@ -58,7 +90,7 @@ export async function claimExecutions(db: Db, tasks: readonly string[], limit: n
  */
 export async function claimExecutionsBeforeCommit(
   db: Db,
-  tasks: readonly string[],
+  tasks: readonly ClaimTask[],
   limit: number,
   leaseMs: number,
   workerId: string | null = null,
@@ -94,7 +126,7 @@ interface ClaimStatements {
 
 const claimStatementsByTasks = new Map<string, ClaimStatements>();
 /** By the caller's array: a worker passes the same task list to every claim, so it is keyed once. */
-const claimStatementsByArray = new WeakMap<readonly string[], ClaimStatements>();
+const claimStatementsByArray = new WeakMap<readonly ClaimTask[], ClaimStatements>();
 
 /**
  * The claim statements of one task list, with the tasks written into the text rather than passed as a
@@ -104,22 +136,23 @@ const claimStatementsByArray = new WeakMap<readonly string[], ClaimStatements>()
  * A worker's task list is fixed, so each worker prepares its statements once per connection, under a
  * name derived from the list.
  */
-export function claimStatements(tasks: readonly string[]): ClaimStatements {
+export function claimStatements(tasks: readonly ClaimTask[]): ClaimStatements {
   const known = claimStatementsByArray.get(tasks);
   if (known) return known;
-  const names = [...new Set(tasks)].sort();
-  const key = JSON.stringify(names);
+  const served = [...new Map(tasks.map((t) => [servedName(t), [servedVersion(t), startsNew(t)] as const]))].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const key = JSON.stringify(served);
   let statements = claimStatementsByTasks.get(key);
   if (!statements) {
-    const list = `ARRAY[${names.map((n) => pg.escapeLiteral(n)).join(', ')}]::text[]`;
+    const list = `unnest(ARRAY[${served.map(([n]) => pg.escapeLiteral(n)).join(', ')}]::text[], ARRAY[${served.map(([, [v]]) => pg.escapeLiteral(v)).join(', ')}]::text[], ARRAY[${served.map(([, [, s]]) => String(s)).join(', ')}]::boolean[])`;
+    const pin = pinnedVersionSql(tasks, 'e.task');
     const suffix = createHash('sha256').update(key).digest('hex').slice(0, 16);
     statements = {
       claimName: `stepwise_claim_${suffix}`,
-      claimSql: `WITH ${claimCtes(list, '$1', '$2', '$3', 'TRUE')}
+      claimSql: `WITH ${claimCtes(list, pin, '$1', '$2', '$3', 'TRUE')}
      SELECT ${CLAIM_COLUMNS}, (SELECT count(*) FROM claim_notified) AS _c FROM claimed JOIN due USING (id)`,
       completeName: `stepwise_complete_and_claim_${suffix}`,
       completeSql: `WITH ${COMPLETE_CTES},
-     ${claimCtes(list, '$5', '$6', '$7', 'id <> ALL($1::uuid[])')}
+     ${claimCtes(list, pin, '$5', '$6', '$7', 'id <> ALL($1::uuid[])')}
      SELECT c.*, CASE WHEN row_number() OVER () = 1 THEN d.completed_ids END AS completed_ids, (SELECT count(*) FROM notified) AS _n,
             (SELECT count(*) FROM claim_notified) AS _c
        FROM (SELECT string_agg(id::text, ',') AS completed_ids FROM done) d
@@ -154,46 +187,51 @@ export const toClaimed = (r: ClaimRow): ClaimedExecution => ({
 /**
  * The CTEs `due`, `claimed` and `claim_notified` of a claim. `due` takes the oldest due rows of each
  * task in turn, skipping rows other claimers hold, and keeps the `limit` oldest of them: the rows of
- * tasks this worker does not serve are never read. Each task reads two ranges: pending and waiting rows
- * from the claim's index, and running rows whose lease expired (takeovers) from the running index (see
- * migration 003); locking is not allowed on a UNION itself, so each range locks inside its own
+ * tasks this worker does not serve are never read. Each task reads three ranges: pending and waiting
+ * rows from the claim's index, first those no version has started and then those pinned to the
+ * worker's version (so rows of a version nobody serves are never stepped over, see migration 016),
+ * and running rows whose lease expired (takeovers) from the running index (see migration 003); locking is not allowed on a UNION itself, so each range locks inside its own
  * subquery. Rows read beyond the kept ones stay locked until this statement's commit and are then free
  * again (only when several ranges have work due at once). The outer UPDATE finds the rows by primary
  * key (id = ANY), never by joining the CTE, which the planner would turn into a scan of the whole
- * table. SET expressions read the row's old values. `exclude` is an extra condition on the due rows.
+ * table. SET expressions read the row's old values. `exclude` is an extra condition on the due rows;
+ * `pin` the version an unpinned row is pinned to.
  * `claim_notified` tells API servers (streams, the changes stream) that the claimed executions run now:
  * one NOTIFY per claim, not per execution.
  */
-function claimCtes(tasks: string, limit: string, leaseSecs: string, workerId: string, exclude: string): string {
-  const range = (status: string, order: string) => `SELECT * FROM (
+function claimCtes(tasks: string, pin: string, limit: string, leaseSecs: string, workerId: string, exclude: string): string {
+  const range = (status: string, version: string, order: string) => `SELECT * FROM (
            SELECT id, status, due_at, priority, attempt, worker_id, attempt_started_at FROM stepwise.executions
-            WHERE task = t.name AND ${status} AND due_at <= now() AND ${exclude}
+            WHERE task = t.name AND ${version} AND ${status} AND due_at <= now() AND ${exclude}
             ORDER BY ${order}
             LIMIT ${limit}
             FOR UPDATE SKIP LOCKED
          ) r`;
   return `due AS (
        SELECT d.id, d.status, d.attempt, d.worker_id, d.attempt_started_at
-         FROM (SELECT u.name FROM unnest(${tasks}) AS u(name)
+         FROM (SELECT u.name, u.version, u.starts_new FROM ${tasks} AS u(name, version, starts_new)
                 WHERE NOT EXISTS (SELECT 1 FROM stepwise.tasks p WHERE p.name = u.name AND p.paused)) AS t
        CROSS JOIN LATERAL (
-         ${range(FRESH, 'priority DESC, due_at')}
+         ${range(FRESH, `${PIN_KEY} = ${UNPINNED} AND t.starts_new`, 'priority DESC, due_at')}
          UNION ALL
-         ${range(TAKEN_OVER, 'due_at')}
+         ${range(FRESH, `${PIN_KEY} = t.version`, 'priority DESC, due_at')}
+         UNION ALL
+         ${range(TAKEN_OVER, '(task_version IS NULL OR task_version = t.version)', 'due_at')}
        ) d
        ORDER BY d.priority DESC, d.due_at
        LIMIT ${limit}
      ),
-     ${claimWrites('due', leaseSecs, workerId)}`;
+     ${claimWrites('due', leaseSecs, workerId, pin)}`;
 }
 
 /**
  * The CTEs `lost` and `claimed` of a claim of the rows in `from` (id, status, attempt, worker_id,
  * attempt_started_at): a takeover records the lost attempt, and every row moves to running under a
  * fresh lease. A new attempt starts at `startedAt` (a rate-limited claim passes the instant it
- * stamped its starts with). The claim ends a debounce: a later schedule starts a new execution.
+ * stamped its starts with). An execution that never started is pinned to `version`, the claiming
+ * worker's. The claim ends a debounce: a later schedule starts a new execution.
  */
-export function claimWrites(from: string, leaseSecs: string, workerId: string, startedAt = 'now()'): string {
+export function claimWrites(from: string, leaseSecs: string, workerId: string, version: string, startedAt = 'now()'): string {
   return `lost AS (
        INSERT INTO stepwise.attempts (execution_id, attempt, worker_id, started_at, ended_at, outcome)
        SELECT id, attempt, worker_id, attempt_started_at, now(), 'lost' FROM ${from} WHERE status = 'running' AND attempt > 0
@@ -209,6 +247,7 @@ export function claimWrites(from: string, leaseSecs: string, workerId: string, s
               started_at = coalesce(e.started_at, now()),
               worker_id = ${workerId}::uuid,
               attempt_started_at = CASE WHEN e.status = 'waiting' THEN e.attempt_started_at ELSE ${startedAt} END,
+              task_version = coalesce(e.task_version, ${version}),
               wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL, debounce_key = NULL
         WHERE e.id = ANY(ARRAY(SELECT id FROM ${from}))
         RETURNING e.id, e.task, e.status, e.data, e.attempt, e.attempts_since_progress, e.steps_completed, e.lease_token, e.parent_id,
@@ -239,7 +278,7 @@ export interface CompleteAndClaimResult {
 export async function completeAndClaimBeforeCommit(
   db: Db,
   items: readonly Completion[],
-  tasks: readonly string[],
+  tasks: readonly ClaimTask[],
   limit: number,
   leaseMs: number,
   workerId: string | null = null,

@@ -42,7 +42,8 @@ export interface Unstarted extends Lease {
 /**
  * Undoes claims whose handlers never started (a worker's prefetch buffer): each execution returns to
  * the status it had, due now, with the attempt the claim counted taken back, so handing work to
- * another worker costs it no retry. A NOTIFY wakes one, another tells API servers of the status. Fenced
+ * another worker costs it no retry; one that had never started is unpinned from the claimer's version
+ * again (see ClaimTask). A NOTIFY wakes one, another tells API servers of the status. Fenced
  * like every worker write.
  */
 export async function returnUnstarted(db: Db, items: readonly Unstarted[]): Promise<Set<string>> {
@@ -55,6 +56,8 @@ export async function returnUnstarted(db: Db, items: readonly Unstarted[]): Prom
               attempt = e.attempt - CASE WHEN l.previous = 'waiting' THEN 0 ELSE 1 END,
               attempts_since_progress = greatest(0, e.attempts_since_progress - CASE WHEN l.previous = 'waiting' THEN 0 ELSE 1 END),
               started_at = CASE WHEN l.previous = 'pending' AND e.attempt = 1 THEN NULL ELSE e.started_at END,
+              -- Never started, so no history: any version may start it, as before the claim pinned it.
+              task_version = CASE WHEN l.previous = 'pending' AND e.attempt = 1 THEN NULL ELSE e.task_version END,
               due_at = now(), lease_token = NULL, current_step = NULL
          FROM unnest(?::uuid[], ?::uuid[], ?::text[]) AS l(id, token, previous)
         WHERE e.id = l.id AND e.lease_token = l.token AND ${startsFrom(RETURN_UNSTARTED, 'e.status')}

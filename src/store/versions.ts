@@ -1,0 +1,69 @@
+import { queryRows, type Db } from './db';
+import { LIVE_WORKER } from './workers';
+
+/**
+ * The tasks of which a worker serving `served` (name → version) starts new executions: those whose
+ * current version (the last registered) is its own, or is served by no live worker (its workers are
+ * gone, as after a rollback: the executions must not wait for them). The others it leaves to the
+ * current version's workers, and claims only what is pinned to its own: it drains.
+ */
+export async function startingTasks(db: Db, served: ReadonlyArray<{ name: string; version: string }>): Promise<Set<string>> {
+  const rows = await queryRows<{ name: string }>(
+    db,
+    `SELECT t.name FROM stepwise.tasks t JOIN unnest(?::text[], ?::text[]) AS u(name, version) ON u.name = t.name
+      WHERE coalesce(t.current_version, '') = u.version
+         OR NOT EXISTS (SELECT 1 FROM stepwise.workers w
+                         WHERE t.name = ANY(w.tasks) AND coalesce(w.task_versions->>t.name, '') = coalesce(t.current_version, '') AND ${LIVE_WORKER})`,
+    [served.map((s) => s.name), served.map((s) => s.version)],
+  );
+  return new Set(rows.map((r) => r.name));
+}
+
+/** One version of a task: the live workers serving it and the unfinished executions pinned to it. */
+export interface VersionCount {
+  task: string;
+  /** As stored: '' for the task defined without a version. */
+  version: string;
+  /** The version new executions start on: the last registered. */
+  current: boolean;
+  workers: number;
+  pending: number;
+  running: number;
+  waiting: number;
+}
+
+/**
+ * Every version of every task that a live worker serves or an unfinished execution is pinned to,
+ * per task newest first (by its newest worker's start; versions nobody serves last). Reads the
+ * active rows only (through the status indexes, as countActiveExecutions does) and the workers.
+ * A version with executions and no worker is what nobody will run until someone deploys it or an
+ * operator moves them (upgradeExecution).
+ */
+export async function countVersions(db: Db): Promise<VersionCount[]> {
+  const rows = await queryRows<VersionCount & { newest?: Date | null }>(
+    db,
+    `WITH pinned AS (
+       SELECT task, task_version AS version,
+              count(*) FILTER (WHERE status = 'pending')::int AS pending,
+              count(*) FILTER (WHERE status = 'running')::int AS running,
+              count(*) FILTER (WHERE status = 'waiting')::int AS waiting
+         FROM (SELECT task, task_version, status FROM stepwise.executions WHERE status IN ('pending','waiting') AND task_version IS NOT NULL
+               UNION ALL
+               SELECT task, task_version, status FROM stepwise.executions WHERE status = 'running' AND task_version IS NOT NULL) a
+        GROUP BY 1, 2
+     ),
+     served AS (
+       SELECT task, coalesce(w.task_versions->>task, '') AS version, count(*)::int AS workers, max(w.started_at) AS newest
+         FROM stepwise.workers w, unnest(w.tasks) AS task
+        WHERE ${LIVE_WORKER}
+        GROUP BY 1, 2
+     )
+     SELECT v.*, coalesce(t.current_version, '') = v.version AS current
+       FROM (SELECT coalesce(p.task, s.task) AS task, coalesce(p.version, s.version) AS version, coalesce(s.workers, 0) AS workers,
+                    coalesce(p.pending, 0) AS pending, coalesce(p.running, 0) AS running, coalesce(p.waiting, 0) AS waiting, s.newest
+               FROM pinned p FULL JOIN served s ON s.task = p.task AND s.version = p.version) v
+       LEFT JOIN stepwise.tasks t ON t.name = v.task
+      ORDER BY v.task, v.newest DESC NULLS LAST, v.version DESC`,
+  );
+  return rows.map(({ newest: _newest, ...v }) => v);
+}
