@@ -14,8 +14,8 @@ import { sanitize, truncate } from './format';
 import { renderBulkResult } from './render';
 
 /** BulkFilter's `limit` in openapi.yaml: its default, which the server applies, and its maximum. */
-const DEFAULT_LIMIT = 1000;
-const MAX_LIMIT = 10_000;
+export const DEFAULT_LIMIT = 1000;
+export const MAX_LIMIT = 10_000;
 
 interface BulkFlags extends ConnectionFlags {
   task?: string;
@@ -61,7 +61,7 @@ const ACTIONS: readonly BulkAction[] = [
 const FILTER_FLAGS = '--task, --status, --tag, --created-after or --created-before';
 
 /** `pending, running or waiting`. */
-function oneOf(words: readonly string[]): string {
+export function oneOf(words: readonly string[]): string {
   return words.length > 1 ? `${words.slice(0, -1).join(', ')} or ${words.at(-1)}` : words.join('');
 }
 
@@ -136,7 +136,7 @@ function question(action: BulkAction, filter: BulkFilter, matching: number): str
 }
 
 /** Asks on stderr and reads one line of stdin: true for y or yes; false for anything else or none. */
-function confirm(prompt: string): Promise<boolean> {
+export function confirm(prompt: string): Promise<boolean> {
   // terminal: false leaves echo and line editing to the terminal's own line discipline.
   const rl = readline.createInterface({ input: process.stdin, output: process.stderr, terminal: false });
   return new Promise((resolve) => {

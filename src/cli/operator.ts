@@ -9,6 +9,7 @@ import { StepwiseWaitTimeoutError, type Execution, type StepwiseClient } from '.
 import { EXECUTION_STATUSES, isTerminal } from '../domain/status';
 import { collect, parseCount, parseInstantOption, parsePriority, parseSeconds } from './arguments';
 import { addBulkCommands } from './bulk';
+import { addUpgradeCommands } from './upgrade';
 import { addWebhookCommands } from './webhooks';
 import { commandGroup, DEFAULT_URL, print, printJson, withClient, withConnectionOptions, type ConnectionFlags } from './command-runner';
 import { EXIT, EXIT_CODES_HELP, OutcomeError, UsageError } from './failures';
@@ -96,7 +97,7 @@ async function watchToEnd(client: StepwiseClient, id: string, json: boolean): Pr
 }
 
 function addExecutionCommands(program: Command): void {
-  const executions = commandGroup(program, 'executions', 'list, inspect, schedule, wait for, cancel and retry executions, one or many');
+  const executions = commandGroup(program, 'executions', 'list, inspect, schedule, wait for, cancel, retry and upgrade executions, one or many');
 
   withConnectionOptions(executions.command('list').description('list executions, newest first'))
     .addOption(new Option('--status <status>', 'only executions in this status').choices(EXECUTION_STATUSES))
@@ -229,6 +230,7 @@ function addExecutionCommands(program: Command): void {
   );
 
   addBulkCommands(executions);
+  addUpgradeCommands(executions);
 }
 
 function addEventCommands(program: Command): void {
@@ -255,7 +257,7 @@ function addEventCommands(program: Command): void {
 
 function addTaskAndWorkerCommands(program: Command): void {
   const tasks = commandGroup(program, 'tasks', 'the tasks workers have registered; pause and resume them');
-  withConnectionOptions(tasks.command('list').description('registered tasks, whether each is paused, and their executions counted by status')).action(
+  withConnectionOptions(tasks.command('list').description('registered tasks, whether each is paused, their executions counted by status, and their versions (* the current one, ! no worker serves its executions in flight)')).action(
     async (flags: ConnectionFlags) =>
       withClient(flags, async (client) => {
         const items = await client.listTasks();

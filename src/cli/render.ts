@@ -1,5 +1,6 @@
 /** The operator commands' human output, one function per kind of answer. `--json` bypasses all of it. */
 import { describeLimits } from '../domain/flow-text';
+import { describeExecutionVersion, describeVersions, hasVersions, versionLabel } from '../domain/version-text';
 import type {
   Attempt,
   BulkResult,
@@ -12,6 +13,7 @@ import type {
   Step,
   Task,
   TaskPauseState,
+  UpgradedExecution,
   WorkerInfo,
 } from '../client';
 import { compactJson, formatSpan, formatUtc, formatWhen, renderFields, renderTable, sanitize, truncate } from './format';
@@ -48,6 +50,7 @@ export function renderExecution(e: Execution): string {
   const fields: [string, string][] = [
     ['execution', e.execution_id],
     ['task', e.task],
+    ['task version', describeExecutionVersion(e)],
     ['status', e.status],
     ...(e.priority !== 0 ? [['priority', String(e.priority)] as [string, string]] : []),
     ...(e.concurrency_key !== null ? [['concurrency key', e.concurrency_key === '' ? '(no value)' : e.concurrency_key] as [string, string]] : []),
@@ -66,7 +69,16 @@ export function renderExecution(e: Execution): string {
   if (e.started_at) fields.push([e.completed_at ? 'took' : 'running for', formatSpan(e.started_at, e.completed_at)]);
   fields.push(['data', compactJson(e.data)], ['output', compactJson(e.output)]);
   fields.push(['error', e.error ? `${describeError(e.error)}${e.error.retryable ? ' (retryable)' : ''}` : '–']);
+  if (e.error?.divergence) fields.push(['diverged', describeDivergence(e.error.divergence)]);
   return renderFields(fields);
+}
+
+type Divergence = NonNullable<NonNullable<Execution['error']>['divergence']>;
+
+/** `at operation #3: the history has step "charge", the new code called step "charge-v2"`. */
+function describeDivergence(d: Divergence): string {
+  const op = (o: Divergence['called']) => `${o.kind} ${JSON.stringify(o.name)}`;
+  return `at operation #${d.operation}: the history has ${d.recorded ? op(d.recorded) : 'no operation there'}, the new code called ${op(d.called)}`;
 }
 
 /**
@@ -137,7 +149,10 @@ export function renderSteps(steps: readonly Step[]): string {
   return `${history}\nFailed attempts\n${attempts}`;
 }
 
-/** The registered tasks with their executions counted by status. */
+/**
+ * The registered tasks with their executions counted by status, and their versions: each with its
+ * workers and executions in flight, `!` where no worker serves executions pinned to it.
+ */
 export function renderTasks(tasks: readonly Task[]): string {
   if (tasks.length === 0) return 'no tasks registered (start a worker with --tasks)\n';
   return renderTable(
@@ -147,6 +162,7 @@ export function renderTasks(tasks: readonly Task[]): string {
       { header: 'workers', align: 'right' },
       ...(['pending', 'running', 'waiting', 'completed', 'failed', 'cancelled'] as const).map((header) => ({ header, align: 'right' as const })),
       { header: 'limits', max: NOTE_MAX },
+      { header: 'versions', max: NOTE_MAX },
       { header: 'cron', max: NOTE_MAX },
     ],
     tasks.map((t) => [
@@ -155,6 +171,7 @@ export function renderTasks(tasks: readonly Task[]): string {
       String(t.workers),
       ...[t.counts.pending, t.counts.running, t.counts.waiting, t.counts.completed, t.counts.failed, t.counts.cancelled].map(String),
       describeLimits(t).map((l) => l.text).join(', ') || '–',
+      hasVersions(t.versions) ? describeVersions(t.versions) : '–',
       t.cron ? `${t.cron.pattern} ${t.cron.timezone}${t.cron.next_at ? `, next ${formatUtc(t.cron.next_at)} UTC` : ''}` : '–',
     ]),
   );
@@ -203,6 +220,12 @@ export function renderCancelled(c: CancelledExecution): string {
 
 export function renderDelivered(d: EventDelivered): string {
   return `delivered event "${truncate(sanitize(d.event_name), NAME_MAX)}" to execution ${d.execution_id} (now ${d.execution_status})\n`;
+}
+
+/** The answer to an upgrade: the version the execution is pinned to now, and before. */
+export function renderUpgraded(u: UpgradedExecution): string {
+  const from = u.previous_task_version === null ? 'no version' : versionLabel(u.previous_task_version);
+  return `upgraded execution ${u.execution_id} from ${from} to ${versionLabel(u.task_version)} (${u.status})\n`;
 }
 
 /** The answer to a retry: the execution is pending again. */

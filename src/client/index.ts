@@ -29,6 +29,13 @@ export type RetriedExecution = Schemas['RetriedExecution'];
 /** A bulk action's filter; `limit` defaults to 1,000 (the server's default). */
 export type BulkFilter = Partial<Schemas['BulkFilter']>;
 export type BulkResult = Schemas['BulkResult'];
+/** Which executions of a task a bulk upgrade moves, and to which version (null: the task without one); `limit` defaults to 1,000. */
+export type BulkUpgradeRequest = Omit<Schemas['BulkUpgradeRequest'], 'limit'> & Partial<Pick<Schemas['BulkUpgradeRequest'], 'limit'>>;
+export type UpgradedExecution = Schemas['UpgradedExecution'];
+/** One version of a task's code in GET /tasks: the live workers serving it and its executions in flight. */
+export type TaskVersionState = Schemas['TaskVersionState'];
+/** Where a replay met another durable operation than its history recorded (on a NonDeterminismError). */
+export type Divergence = Schemas['Divergence'];
 export type TaskPauseState = Schemas['TaskPauseState'];
 /** The data of a `changed` event of GET /executions/changes: an execution and its status now. */
 export type ExecutionChange = Schemas['ExecutionChange'];
@@ -223,6 +230,15 @@ export function createStepwiseClient(options: StepwiseClientOptions) {
       return (await unwrap(raw.POST('/api/v1/executions/{id}/retry', { params: { path: { id } } }))).data;
     },
 
+    /**
+     * Pins a pending or waiting execution (or a running one whose worker is gone) to `version` of its
+     * task (null: the task defined without one), for workers serving it to claim; a finished one, one
+     * a live worker holds, or a version no live worker serves throws 409.
+     */
+    async upgrade(id: string, version: string | null): Promise<UpgradedExecution> {
+      return (await unwrap(raw.POST('/api/v1/executions/{id}/upgrade', { params: { path: { id } }, body: { version } }))).data;
+    },
+
     /** Cancels what the filter matches (pending, running or waiting), each in a statement of its own. */
     async bulkCancel(filter: BulkFilter = {}): Promise<BulkResult> {
       return (await unwrap(raw.POST('/api/v1/executions/bulk-cancel', { body: filter as Schemas['BulkFilter'] }))).data;
@@ -231,6 +247,11 @@ export function createStepwiseClient(options: StepwiseClientOptions) {
     /** Retries what the filter matches (failed or cancelled), each in a statement of its own. */
     async bulkRetry(filter: BulkFilter = {}): Promise<BulkResult> {
       return (await unwrap(raw.POST('/api/v1/executions/bulk-retry', { body: filter as Schemas['BulkFilter'] }))).data;
+    },
+
+    /** Moves the executions of a task the filter matches (pending, waiting, running on a gone worker) to another version, each in a statement of its own. */
+    async bulkUpgrade(request: BulkUpgradeRequest): Promise<BulkResult> {
+      return (await unwrap(raw.POST('/api/v1/executions/bulk-upgrade', { body: request as Schemas['BulkUpgradeRequest'] }))).data;
     },
 
     /** Stops claiming the task's executions (they stay pending); running ones finish. */

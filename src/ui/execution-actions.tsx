@@ -1,12 +1,16 @@
-/** What an operator does to one execution: cancel it while it runs, retry it once it failed or was cancelled. */
+/**
+ * What an operator does to one execution: cancel it while it runs, retry it once it failed or was
+ * cancelled, move it to another version of its task's code while it is pending or waiting.
+ */
 import { useState } from 'preact/hooks';
 import type { Execution } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
 import { ApiErrorBox } from './components';
+import { versionLabel } from '../domain/version-text';
 import { isCancellable, isRetryable } from './statuses';
 
 /** Runs `action` once at a time, keeping its error to show; `onDone` refreshes the page either way. */
-function useAction(onDone: () => void) {
+export function useAction(onDone: () => void) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(undefined);
   useAuthPrompt(error);
@@ -79,6 +83,43 @@ export function RetryButton({ execution, onDone }: { execution: Execution; onDon
         </>
       )}
       <ApiErrorBox error={error} testId="retry-error" />
+    </div>
+  );
+}
+
+/**
+ * Pins a pending or waiting execution (or a running one whose worker is gone) to `version` of its
+ * task, whose workers then replay its history
+ * with their code. Asks first: code that calls other durable operations than the history holds fails
+ * the execution with a NonDeterminismError, which only the operator can rule out.
+ */
+export function UpgradeButton({ execution, version, onDone }: { execution: Execution; version: string | null; onDone(): void }) {
+  const { client } = useApi();
+  const [confirming, setConfirming] = useState(false);
+  const { busy, error, run } = useAction(onDone);
+  const label = versionLabel(version);
+  const upgrade = async () => {
+    if (await run(() => client.upgrade(execution.execution_id, version))) setConfirming(false);
+  };
+  return (
+    <div class="actions" data-testid="upgrade-action" data-version={version ?? ''}>
+      {!confirming && (
+        <button type="button" data-testid="upgrade" onClick={() => setConfirming(true)}>
+          Upgrade to {label}
+        </button>
+      )}
+      {confirming && (
+        <>
+          <span>Replay this execution's history with the code of {label}? If it calls other operations, the execution fails.</span>
+          <button type="button" class="primary" data-testid="confirm-upgrade" disabled={busy} onClick={upgrade}>
+            Yes, upgrade
+          </button>
+          <button type="button" onClick={() => setConfirming(false)}>
+            Keep it
+          </button>
+        </>
+      )}
+      <ApiErrorBox error={error} testId="upgrade-error" />
     </div>
   );
 }

@@ -1,19 +1,21 @@
-/** One execution: its facts, what it waits for, its timeline and attempts, and the cancel, retry and deliver-event actions. */
+/** One execution: its facts, what it waits for, its timeline and attempts, and the cancel, retry, upgrade and deliver-event actions. */
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import type { Attempt, Execution, ExecutionList, Step, Task } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
 import { AttemptsSection } from './attempts-section';
 import { ApiErrorBox, Instant, JsonBlock, Priority, Section, StatusBadge, TagChips, useFormatInstant } from './components';
-import { elapsedMs, formatDuration, formatRelative, previewJson } from '../domain/format';
+import { elapsedMs, formatDuration, formatRelative } from '../domain/format';
 import { CancelButton, RetryButton } from './execution-actions';
 import { routeHref, withFilter } from './routes';
 import { isTerminal } from './statuses';
-import { buildTimeline, describeWait, type TimelineEntry } from './timeline';
+import { describeWait } from './timeline';
+import { Timeline } from './timeline-view';
 import { usePolling } from './use-polling';
 import { useStream, useThrottledReload } from './use-stream';
 import { EventForm } from './event-form';
 import { ExecutionsTable } from './executions-table';
+import { DivergenceBox, ExecutionVersion, UnservedVersionWarning } from './execution-version';
 
 /** While its child executions run: how often the page reads them again (their changes are not on its stream). */
 const REFRESH_MS = 2000;
@@ -92,56 +94,6 @@ function PausedWarning({ execution, task }: { execution: Execution; task: Task |
   );
 }
 
-const KIND_LABEL: Record<TimelineEntry['kind'], string> = { step: 'step', sleep: 'sleep', event: 'event wait', child: 'child', patch: 'patch' };
-
-function entryNote(e: TimelineEntry, now: number, formatInstant: (ms: number) => string): string {
-  if (e.kind === 'sleep') {
-    if (e.state === 'sleeping' && e.deadlineMs !== null) return `until ${formatInstant(e.deadlineMs)} (${formatRelative(e.deadlineMs, now)})`;
-    return e.state === 'completed' ? 'woke up' : '';
-  }
-  if (e.kind === 'event') {
-    if (e.state === 'waiting') return e.deadlineMs === null ? 'no timeout' : `times out ${formatRelative(e.deadlineMs, now)}`;
-    if (e.timedOut) return 'timed out';
-    if (e.state === 'completed') return `payload ${previewJson((e.result as { payload?: unknown } | null)?.payload, 60)}`;
-    return '';
-  }
-  if (e.kind === 'child') {
-    const child = (e.result ?? {}) as { execution_id?: string; status?: string; output?: unknown; error?: { message?: string } | null; timed_out?: boolean };
-    if (child.timed_out) return `${child.execution_id ?? ''} timed out`;
-    if (child.status === 'completed') return `${child.execution_id ?? ''} completed → ${previewJson(child.output, 40)}`;
-    if (child.status) return `${child.execution_id ?? ''} ${child.status}${child.error?.message ? `: ${child.error.message}` : ''}`;
-    return child.execution_id ?? '';
-  }
-  return e.state === 'completed' ? `→ ${previewJson(e.result, 60)}` : '';
-}
-
-function Timeline({ execution, steps, now }: { execution: Execution; steps: Step[]; now: number }) {
-  const formatInstant = useFormatInstant();
-  if (steps.length === 0) return <p class="muted">No steps recorded yet.</p>;
-  const timeline = buildTimeline(execution, steps, now);
-  return (
-    <ol class="timeline" data-testid="timeline">
-      {timeline.entries.map((e) => (
-        <li key={e.seq} class={`tl-row tl-${e.kind} tl-${e.state}`} data-testid="timeline-entry" data-kind={e.kind} data-state={e.state}>
-          <span class="tl-seq">{e.seq}</span>
-          <span class={`tl-kind kind-${e.kind}`}>{KIND_LABEL[e.kind]}</span>
-          <span class="tl-name mono" title={e.name}>
-            {e.name}
-          </span>
-          <span class="tl-track" aria-hidden="true">
-            <span class="tl-bar" style={{ left: `${e.offsetPct}%`, width: `${Math.min(e.widthPct, 100 - e.offsetPct)}%` }} />
-          </span>
-          <span class="tl-duration num" title={e.state === 'completed' ? 'duration' : 'so far'}>
-            {formatDuration(e.durationMs)}
-            {e.state !== 'completed' && <em> {e.state}</em>}
-          </span>
-          <span class="tl-note">{entryNote(e, now, formatInstant)}</span>
-        </li>
-      ))}
-    </ol>
-  );
-}
-
 function Fact({ label, children }: { label: string; children: ComponentChildren }) {
   return (
     <div class="fact">
@@ -206,6 +158,7 @@ export function ExecutionPage({ id }: { id: string }) {
       <WaitInfo execution={x} steps={steps} now={now} />
       <PausedWarning execution={x} task={task} />
       <NoWorkerWarning execution={x} tasks={tasks.data} />
+      <UnservedVersionWarning execution={x} task={task} onDone={polled.reload} />
       <CancelButton execution={x} onDone={polled.reload} />
       <RetryButton execution={x} onDone={polled.reload} />
       <div class="columns">
@@ -224,6 +177,9 @@ export function ExecutionPage({ id }: { id: string }) {
               <span data-testid="priority">
                 <Priority value={x.priority} />
               </span>
+            </Fact>
+            <Fact label="Task version">
+              <ExecutionVersion execution={x} />
             </Fact>
             {x.concurrency_key !== null && (
               <Fact label="Concurrency key">
@@ -287,6 +243,7 @@ export function ExecutionPage({ id }: { id: string }) {
               <h3>Error</h3>
               <div class="error-box" data-testid="execution-error">
                 <strong>{x.error.type}</strong>: {x.error.message}
+                {x.error.divergence && <DivergenceBox divergence={x.error.divergence} />}
                 <div class="muted small">{x.error.retryable ? 'retryable' : 'not retryable'}</div>
               </div>
             </>

@@ -1,4 +1,4 @@
-/** Registered tasks: their schemas, counts by status, pause and resume, and a form to schedule an execution. */
+/** Registered tasks: their schemas, counts by status, versions, pause and resume, and a form to schedule an execution. */
 import { useState } from 'preact/hooks';
 import type { Task } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
@@ -8,6 +8,7 @@ import { describeLimits, formatPeriod } from '../domain/flow-text';
 import { checkJson, sampleFromSchema, type JsonProblem } from './json-input';
 import { routeHref } from './routes';
 import { STATUSES } from './statuses';
+import { TaskVersions } from './task-versions';
 import { fromDateTimeInput } from './time-zone';
 import { usePolling } from './use-polling';
 
@@ -231,6 +232,7 @@ function TaskCard({ task, now, onChanged }: { task: Task; now: number; onChanged
       )}
       <FlowLimits task={task} />
       <TaskKeys task={task} />
+      <TaskVersions task={task} onChanged={onChanged} />
       <p class="muted small">
         Registered <Instant iso={task.updated_at} now={now} relative />
       </p>

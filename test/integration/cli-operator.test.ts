@@ -612,11 +612,11 @@ describe('stepwise tasks list and workers', () => {
     const [text, json] = await Promise.all([stepwise(['tasks', 'list']), stepwise(['tasks', 'list', '--json'])]);
     expect(text).toMatchObject({ code: 0, stderr: '' });
     const { header, rows } = tableOf(text.stdout);
-    expect(header).toEqual(['NAME', 'PAUSED', 'WORKERS', 'PENDING', 'RUNNING', 'WAITING', 'COMPLETED', 'FAILED', 'CANCELLED', 'LIMITS', 'CRON']);
+    expect(header).toEqual(['NAME', 'PAUSED', 'WORKERS', 'PENDING', 'RUNNING', 'WAITING', 'COMPLETED', 'FAILED', 'CANCELLED', 'LIMITS', 'VERSIONS', 'CRON']);
     const tasks = await api.client.listTasks();
     expect(rows.map((cells) => cells[0])).toEqual(tasks.map((t) => t.name));
     const doomedTask = tasks.find((t) => t.name === 'op-doomed');
-    expect(rows.find((cells) => cells[0] === 'op-doomed')).toEqual(['op-doomed', 'no', '1', '0', '0', '0', '0', String(doomedTask?.counts.failed), '0', '–', '–']);
+    expect(rows.find((cells) => cells[0] === 'op-doomed')).toEqual(['op-doomed', 'no', '1', '0', '0', '0', '0', String(doomedTask?.counts.failed), '0', '–', '–', '–']);
     expect(JSON.parse(json.stdout)).toEqual({ items: tasks });
   });
 
