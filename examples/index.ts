@@ -5,3 +5,5 @@ export { flakyApi } from './flaky-api';
 export { weekdayDigest } from './weekday-digest';
 export { photoBatch, resizePhoto } from './photo-batch';
 export { reindexUser, syncTenant } from './flow-control';
+export { fulfilOrder } from './fulfil-order';
+export { sendInvoice } from './send-invoice';

@@ -39,7 +39,7 @@ afterAll(async () => {
 describe('the example tasks', () => {
   test('are registered with their schemas, the digest with its cron schedule and concurrency limit', async () => {
     const tasks = await api.client.listTasks();
-    expect(tasks.map((t) => t.name)).toEqual(['flaky-api', 'onboarding-drip', 'order-approval', 'photo-batch', 'reindex-user', 'resize-photo', 'sync-tenant', 'weekday-digest']);
+    expect(tasks.map((t) => t.name)).toEqual(['flaky-api', 'fulfil-order', 'onboarding-drip', 'order-approval', 'photo-batch', 'reindex-user', 'resize-photo', 'send-invoice', 'sync-tenant', 'weekday-digest']);
     const digest = tasks.find((t) => t.name === 'weekday-digest');
     expect(digest).toMatchObject({ cron: { pattern: '0 8 * * 1-5', timezone: 'Europe/London' }, concurrency_limit: 2 });
     // 08:00 in London is 08:00 or 07:00 UTC, on a weekday.
@@ -137,6 +137,37 @@ describe('the example tasks', () => {
     expect(tasks.find((t) => t.name === 'reindex-user')).toMatchObject({ debounce: { period_ms: 5000, key: '/userId' } });
     const synced = await api.client.schedule('sync-tenant', { tenantId: 't-1', since: '2026-11-01' });
     expect(await api.client.wait(synced.execution_id, { deadlineMs: 15_000 })).toMatchObject({ status: 'completed', output: { tenant: 't-1', since: '2026-11-01' } });
+  });
+
+  test('deploying new code as the README shows it: the versioned task pins, upgrades answer, the patch is recorded', async () => {
+    const order = await api.client.schedule('fulfil-order', { orderId: 'A-7' });
+    await waitUntil(async () => (await api.client.get(order.execution_id)).status === 'waiting', 'fulfil-order to wait for its approval');
+    expect((await api.client.get(order.execution_id)).task_version).toBe('2');
+    const post = (url: string, body: object) => api.call('POST', url, { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    expect((await post(`/api/v1/executions/${order.execution_id}/upgrade`, { version: '2' })).body).toEqual({
+      execution_id: order.execution_id,
+      status: 'waiting',
+      task_version: '2',
+      previous_task_version: '2',
+    });
+    expect((await post('/api/v1/executions/bulk-upgrade', { task: 'fulfil-order', task_version: '1', version: '2' })).body).toEqual({ matched: 0, changed: 0 });
+    await api.client.sendEvent(order.execution_id, 'approval', { approved: true });
+    expect(await api.client.wait(order.execution_id, { deadlineMs: 15_000 })).toMatchObject({ status: 'completed', output: { shipped: 'A-7', approved: true } });
+    expect((await api.client.listTasks()).find((t) => t.name === 'fulfil-order')?.versions).toEqual([
+      { version: '2', current: true, workers: 1, pending: 0, running: 0, waiting: 0 },
+    ]);
+
+    const invoice = await api.client.schedule('send-invoice', { orderId: 'A-7' });
+    await waitUntil(async () => (await api.client.get(invoice.execution_id)).status === 'waiting', 'send-invoice to sleep');
+    expect((await api.client.listSteps(invoice.execution_id)).map((s) => `${s.kind} ${s.name}`)).toEqual(['step render', 'patch check-vat-id', 'step check-vat-id', 'sleep grace-period']);
+    await api.client.cancel(invoice.execution_id);
+  });
+
+  test("the README's deploy examples are examples/fulfil-order.ts and examples/send-invoice.ts, verbatim", () => {
+    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('### Deploying new code'), readme.indexOf('### Dashboard and API reference'));
+    const blocks = [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+    expect(blocks).toEqual(['fulfil-order.ts', 'send-invoice.ts'].map((f) => readFileSync(path.join(ROOT, 'examples', f), 'utf8')));
   });
 
   test("the README's flow-control tasks are examples/flow-control.ts, verbatim", () => {
