@@ -40,6 +40,13 @@ export function observeWorker(registry: Registry): WorkerObserver {
     labelNames: ['task', 'limit'],
     registers: [registry],
   });
+  const claims = new Counter({
+    name: 'stepwise_claims_total',
+    help: 'Claim statements by result: full (took all the room asked), partial, or empty (no due work, or every due row locked by other claimers)',
+    labelNames: ['result'],
+    registers: [registry],
+  });
+  const claimedRows = new Counter({ name: 'stepwise_claimed_executions_total', help: 'Executions claimed (with claims_total: executions per claim statement)', registers: [registry] });
   const dbErrors = new Counter({ name: 'stepwise_database_errors_total', help: 'Database errors seen by the worker loop', labelNames: ['component'], registers: [registry] });
   const detached = new Gauge({
     name: 'stepwise_detached_handlers',
@@ -54,6 +61,10 @@ export function observeWorker(registry: Registry): WorkerObserver {
           scheduleToStart.observe({ task: c.execution.task }, Math.max(0, c.claimedAt.getTime() - c.readyAt.getTime()) / 1000);
         }
       }
+    },
+    claim(room, took) {
+      claims.inc({ result: took === 0 ? 'empty' : took >= room ? 'full' : 'partial' });
+      claimedRows.inc(took);
     },
     throttled(task, limit) {
       throttled.inc({ task, limit });

@@ -7,6 +7,8 @@ import type { TaskDefinition } from './task';
 /** Hooks for metrics; the engine itself knows no metrics library. */
 export interface WorkerObserver extends ExecutionObserver {
   claimed?(executions: ClaimedExecution[]): void;
+  /** A claim statement ran with room for `room` executions and took `took` (empty claims are races lost, or no work). */
+  claim?(room: number, took: number): void;
   /** A claim of `task` left due executions behind although the worker had room: `limit` held them. */
   throttled?(task: string, limit: 'concurrency' | 'rate'): void;
   slots?(busy: number, free: number): void;

@@ -246,6 +246,7 @@ export class Worker {
         // Handlers start while the claim's commit is being flushed (see claimExecutionsBeforeCommit).
         const claim = await claimExecutionsBeforeCommit(this.options.db, this.freeTasks, room, this.leaseMs, this.id);
         claimed = claim.claimed;
+        this.options.observer?.claim?.(room, claimed.length);
         committed = claim.committed.catch((err: Error) => this.claimNotCommitted(claim.claimed, err));
         backoff = 100;
       } catch (err) {
@@ -304,6 +305,7 @@ export class Worker {
       this.slots.unreserveSlots(want);
     }
     this.cursors.set(task, claim.cursor);
+    if (want > 0) this.options.observer?.claim?.(want, claim.claimed.length);
     if (claim.heldBy) this.options.observer?.throttled?.(task, claim.heldBy);
     if (claim.more) this.signal.wake();
     else if (claim.contended) this.signal.wakeAt(new Date(Date.now() + 5 + Math.random() * 20), this.pollIntervalMs);
@@ -331,6 +333,7 @@ export class Worker {
       this.slots.unreserveSlots(limit);
     }
     const claimed = result.claimed;
+    if (limit > 0) this.options.observer?.claim?.(limit, claimed.length);
     await this.accept(claimed, claimSentAt, result.committed.catch((err: Error) => this.claimNotCommitted(claimed, err)));
     // More may be due after a full batch, or after work announced while the statement ran.
     if ((limit > 0 && claimed.length === limit) || seq !== this.notifications.workSeq) this.signal.wake();
