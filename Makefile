@@ -4,7 +4,7 @@ SHELL := /bin/bash
 NPM_STAMP := node_modules/.install-stamp
 BIN := node_modules/.bin
 
-.PHONY: help install chromium run test check generate check-generated typecheck lint-spec build pack bench chaos fuzz soak clean
+.PHONY: help install chromium pgbouncer run test check generate check-generated typecheck lint-spec build pack bench chaos fuzz soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -21,7 +21,10 @@ run: $(NPM_STAMP) ## embedded PostgreSQL + migrations + API + worker with the ex
 chromium: ## Debian's chromium for the dashboard's browser test (apt-get, when missing)
 	@bash scripts/install-chromium.sh
 
-test: $(NPM_STAMP) chromium ## every test, against embedded PostgreSQL unless DATABASE_URL is set
+pgbouncer: ## Debian's pgbouncer binary for the transaction-pooler test (apt-get, when missing; service not started)
+	@bash scripts/install-pgbouncer.sh
+
+test: $(NPM_STAMP) chromium pgbouncer ## every test, against embedded PostgreSQL unless DATABASE_URL is set
 	$(BIN)/jest $(JEST_ARGS)
 
 generate: $(NPM_STAMP) ## regenerate generated/ from openapi.yaml

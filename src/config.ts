@@ -45,6 +45,20 @@ export const ConfigSchema = Type.Object(
       {
         poolMax: Type.Integer({ minimum: 1, default: 10 }),
         acquireTimeoutMs: Type.Integer({ minimum: 100, default: 5000 }),
+        // A transaction pooler hands each transaction whichever server connection is free, so a
+        // statement prepared by name on one may be missing (or already there) on the next.
+        pooler: Type.Union([Type.Literal('none'), Type.Literal('transaction')], {
+          default: 'none',
+          description:
+            "what databaseUrl points at: 'none' (PostgreSQL, or a pooler in session mode) or 'transaction' (PgBouncer in transaction mode, RDS Proxy, Supavisor): then no statement is prepared by name, each is parsed anew, and nothing relies on a session. Migrations need no more than a transaction either",
+        }),
+        listenUrl: Type.Optional(
+          Type.String({
+            minLength: 1,
+            description:
+              "PostgreSQL URL of the LISTEN connection each API server and worker keeps (one per process, plus one per worker's webhook deliverer): it must reach the database directly, never through a transaction pooler, which would lose the LISTEN between transactions. Default: databaseUrl (ignored without one: the embedded database)",
+          }),
+        ),
       },
       { default: {}, additionalProperties: false },
     ),
@@ -129,6 +143,8 @@ const ENV_MAP: ReadonlyArray<readonly [string, string, 'string' | 'int' | 'list'
   ['STEPWISE_STREAM_KEEPALIVE_MS', 'http.streamKeepAliveMs', 'int'],
   ['STEPWISE_METRICS_TOKEN', 'metrics.token', 'string'],
   ['STEPWISE_DB_POOL_MAX', 'db.poolMax', 'int'],
+  ['STEPWISE_DB_POOLER', 'db.pooler', 'string'],
+  ['STEPWISE_LISTEN_URL', 'db.listenUrl', 'string'],
   ['STEPWISE_CONCURRENCY', 'worker.concurrency', 'int'],
   ['STEPWISE_PREFETCH', 'worker.prefetch', 'int'],
   ['STEPWISE_PREFETCH_HOLD_MS', 'worker.prefetchHoldMs', 'int'],
@@ -168,6 +184,14 @@ export function parseRetention(value: string, what = 'retention.keepFinished'): 
   }
   if (result < MIN_RETENTION_MS) throw new ConfigError(`${what} must be at least a minute (or 'forever'); got ${JSON.stringify(value)}`);
   return result;
+}
+
+/**
+ * The URL of the LISTEN connections: `db.listenUrl`, else the pool's own `databaseUrl` (always the
+ * latter for the embedded database of `stepwise dev`, which no pooler stands in front of).
+ */
+export function listenUrlOf(config: Readonly<Config>, databaseUrl: string): string {
+  return (config.databaseUrl && config.db.listenUrl) || databaseUrl;
 }
 
 /** The retention period of `config` in milliseconds, or undefined when finished executions are kept forever. */

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import closeWithGrace from 'close-with-grace';
 import { metricsTokens } from './api/auth';
-import { keepFinishedMs, type Config } from './config';
+import { keepFinishedMs, listenUrlOf, type Config } from './config';
 import { createLogger, type Logger } from './logger';
 import { createDb, type Db } from './store/db';
 import { acquireDevLock, DataFolderInUseError, type DevLock } from './store/dev-lock';
@@ -38,7 +38,7 @@ async function connect(url: string, config: Config, log: Logger): Promise<Db> {
   } catch {
     throw new StartupError('DATABASE_URL is not a valid URL (expected postgres://user:password@host:5432/database)');
   }
-  const db = createDb({ url, poolMax: config.db.poolMax, acquireTimeoutMs: config.db.acquireTimeoutMs, log });
+  const db = createDb({ url, poolMax: config.db.poolMax, acquireTimeoutMs: config.db.acquireTimeoutMs, pooler: config.db.pooler, log });
   try {
     await db.raw('SELECT 1');
   } catch (err) {
@@ -128,13 +128,15 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
     } else if (!(await isMigrated(db))) {
       throw new StartupError('the database has pending migrations: run `stepwise migrate` first');
     }
+    // LISTEN needs a session of its own: never through a transaction pooler (db.listenUrl).
+    const listenUrl = listenUrlOf(config, databaseUrl);
     const registry = createMetricsRegistry();
     let url: string | undefined;
     if (options.api) {
       // Loaded only when serving: worker-only processes never load Koa.
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const { startApiServer } = require('./api/server') as typeof import('./api/server');
-      const api = await startApiServer({ config, databaseUrl, db, log, registry }).catch((err: NodeJS.ErrnoException) => {
+      const api = await startApiServer({ config, databaseUrl: listenUrl, db, log, registry }).catch((err: NodeJS.ErrnoException) => {
         if (err.code === 'EADDRINUSE') throw new StartupError(`port ${config.port} is already in use: choose another with --port or PORT`);
         throw err;
       });
@@ -149,7 +151,7 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
       // stopped after it.
       const deliverer = new WebhookDeliverer({
         db,
-        databaseUrl,
+        databaseUrl: listenUrl,
         log,
         policy: { allowPrivate: config.webhooks.allowPrivateTargets },
         concurrency: config.webhooks.concurrency,
@@ -163,7 +165,7 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
       stops.push(() => deliverer.stop());
       worker = new Worker({
         db,
-        databaseUrl,
+        databaseUrl: listenUrl,
         tasks,
         log,
         concurrency: options.concurrency ?? config.worker.concurrency,

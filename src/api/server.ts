@@ -22,7 +22,10 @@ import { countFinishedExecutions } from '../store/tasks';
 
 export interface ApiServerDeps {
   config: Readonly<Config>;
-  /** For the server's own LISTEN connection (the pool cannot hold a LISTEN). */
+  /**
+   * For the server's own LISTEN connection (the pool cannot hold a LISTEN): a direct URL, never a
+   * transaction pooler's, which would drop the LISTEN with its transaction (config db.listenUrl).
+   */
   databaseUrl: string;
   /** Shared with the rest of the process; the server never closes it. */
   db: Db;

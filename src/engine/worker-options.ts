@@ -17,6 +17,7 @@ export interface WorkerObserver extends ExecutionObserver {
 
 export interface WorkerOptions {
   db: Db;
+  /** For the worker's LISTEN connection: a direct URL, never a transaction pooler's (config db.listenUrl). */
   databaseUrl: string;
   tasks: readonly TaskDefinition[];
   log: Logger;

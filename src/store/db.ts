@@ -5,6 +5,12 @@ import { classifyConnectionFailures, connectionFailure, isStalePlan } from './db
 
 export type Db = Knex;
 
+/**
+ * What a pool's URL reaches: PostgreSQL itself ('none', or a pooler in session mode), or a pooler in
+ * transaction mode ('transaction'), which may run each transaction on another server connection.
+ */
+export type Pooler = 'none' | 'transaction';
+
 // Return bigint counts (count(*)) as numbers: totals never approach 2^53.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number.parseInt(v, 10));
 
@@ -21,6 +27,19 @@ export interface DbOptions {
    * surface anyway through the calls that hit them.
    */
   log?: Logger;
+  /** 'transaction': no statement is prepared by name on this pool (see preparedRows). Default 'none'. */
+  pooler?: Pooler;
+}
+
+/** The pools behind a transaction pooler: nothing may outlive a transaction on their connections. */
+const pooledDbs = new WeakSet<Knex>();
+
+/**
+ * True when `db` reaches PostgreSQL through a transaction pooler: a statement prepared on one of its
+ * connections may be missing from the next transaction's server connection, or already there.
+ */
+export function isBehindTransactionPooler(db: Knex): boolean {
+  return pooledDbs.has(db);
 }
 
 /** Knex's messages as one structured line each: the message only, never a stack. */
@@ -59,6 +78,7 @@ export function createDb(options: DbOptions): Db {
     log: knexLog(options.log),
   });
   classifyConnectionFailures(db);
+  if (options.pooler === 'transaction') pooledDbs.add(db);
   return db;
 }
 
@@ -76,9 +96,11 @@ interface PoolClient {
 /**
  * Runs a hot-path statement as a named prepared statement on a connection of the knex pool: Postgres
  * parses and plans it once per connection instead of on every call. `text` uses $1..$n placeholders.
- * Only for statements outside a transaction.
+ * Only for statements outside a transaction. Behind a transaction pooler the statement is unnamed
+ * (parsed and planned on every call): the pooler's server connections are not the client's.
  */
 export async function preparedRows<T>(db: Knex, name: string, text: string, values: readonly unknown[]): Promise<T[]> {
+  if (pooledDbs.has(db)) return withConnection(db, async (connection) => (await connection.query<T & pg.QueryResultRow>({ text, values: values as unknown[] })).rows);
   return withConnection(db, async (connection) => {
     const run = () => connection.query<T & pg.QueryResultRow>({ name, text, values: values as unknown[] });
     try {
@@ -181,11 +203,13 @@ class EarlyRowsQuery extends pg.Query {
  * locked until then, so any other writer of them waits for the outcome. One round trip for the rows,
  * the commit answered on the same connection after it (see EarlyRowsQuery). For work that may begin
  * on rows that are not durably its own yet, as long as nothing it writes can land unless the commit did.
+ * Unnamed behind a transaction pooler (see preparedRows): the implicit transaction, open until the
+ * Sync, keeps the pooler's server connection for both halves.
  */
 export async function preparedRowsBeforeCommit<T>(db: Knex, name: string, text: string, values: readonly unknown[]): Promise<{ rows: T[]; commit: Promise<void> }> {
   const client = db.client as unknown as PoolClient;
   const connection = await client.acquireConnection();
-  const query = new EarlyRowsQuery({ name, text, values: values as unknown[] });
+  const query = new EarlyRowsQuery({ name: pooledDbs.has(db) ? undefined : name, text, values: values as unknown[] });
   connection.query(query as unknown as pg.QueryConfig);
   // The connection goes back to the pool once the commit is answered, either way.
   const commit = query.committed.finally(() => client.releaseConnection(connection));
@@ -327,8 +351,8 @@ function unnamedOn(q: { query(config: { text: string; values: unknown[] }): Prom
  */
 export type Runner = (<T>(name: string, text: string, values: readonly unknown[]) => Promise<T[]>) & { unprepared?: boolean };
 
-/** A Runner over Stepwise's own pool: each statement prepared by name (see preparedRows). */
-export const poolRunner =
-  (db: Knex): Runner =>
-  (name, text, values) =>
-    preparedRows(db, name, text, values);
+/** A Runner over Stepwise's own pool: each statement prepared by name, unless behind a transaction pooler (see preparedRows). */
+export const poolRunner = (db: Knex): Runner => {
+  const run: Runner = (name, text, values) => preparedRows(db, name, text, values);
+  return pooledDbs.has(db) ? Object.assign(run, { unprepared: true }) : run;
+};

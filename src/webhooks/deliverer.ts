@@ -23,7 +23,7 @@ export interface DeliveryObserver {
 
 export interface DelivererOptions {
   db: Db;
-  /** For the LISTEN connection. */
+  /** For the LISTEN connection: a direct URL, never a transaction pooler's (config db.listenUrl). */
   databaseUrl: string;
   log: Logger;
   policy: TargetPolicy;

@@ -1,7 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ConfigError, keepFinishedMs, loadConfig } from '../../src/config';
+import { ConfigError, keepFinishedMs, listenUrlOf, loadConfig } from '../../src/config';
 
 function file(content: unknown): string {
   const p = path.join(mkdtempSync(path.join(os.tmpdir(), 'sw-config-')), 'stepwise.config.json');
@@ -76,5 +76,22 @@ describe('configuration', () => {
     expect(() => loadConfig({ env: { STEPWISE_MAX_VALUE_BYTES: '268435456' } })).toThrow(/\/limits\/valueBytes must be <= 268435455/);
     expect(() => loadConfig({ env: { STEPWISE_MAX_OPERATIONS: '2147483648' } })).toThrow(/\/limits\/operations must be <= 2147483647/);
     expect(() => loadConfig({ file: file({ limits: { bytes: 1 } }), env: {} })).toThrow(/additional properties \(bytes\)/);
+  });
+
+  test('pooler: none by default, transaction from STEPWISE_DB_POOLER or db.pooler, nothing else', () => {
+    expect(loadConfig({ env: {} }).db.pooler).toBe('none');
+    expect(loadConfig({ env: { STEPWISE_DB_POOLER: 'transaction' } }).db.pooler).toBe('transaction');
+    expect(loadConfig({ file: file({ db: { pooler: 'transaction' } }), env: {} }).db.pooler).toBe('transaction');
+    expect(() => loadConfig({ env: { STEPWISE_DB_POOLER: 'session' } })).toThrow(/\/db\/pooler must be equal to constant/);
+  });
+
+  test('LISTEN goes to STEPWISE_LISTEN_URL or db.listenUrl, else to the database URL; never elsewhere for the embedded database', () => {
+    const pooled = 'postgres://u:p@pgbouncer:6432/app';
+    const direct = 'postgres://u:p@postgres:5432/app';
+    expect(listenUrlOf(loadConfig({ env: { DATABASE_URL: pooled } }), pooled)).toBe(pooled);
+    expect(listenUrlOf(loadConfig({ env: { DATABASE_URL: pooled, STEPWISE_LISTEN_URL: direct } }), pooled)).toBe(direct);
+    expect(listenUrlOf(loadConfig({ file: file({ databaseUrl: pooled, db: { listenUrl: direct } }), env: {} }), pooled)).toBe(direct);
+    const embedded = 'postgres://postgres:postgres@127.0.0.1:54329/stepwise';
+    expect(listenUrlOf(loadConfig({ env: { STEPWISE_LISTEN_URL: direct } }), embedded)).toBe(embedded);
   });
 });

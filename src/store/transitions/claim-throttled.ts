@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { FlowPolicy } from '../../domain/flow';
-import { simpleRowsBeforeCommit, type Db } from '../db';
+import { isBehindTransactionPooler, simpleRowsBeforeCommit, type Db } from '../db';
 import { CLAIM_COLUMNS, claimWrites, PIN_KEY, pinnedVersionSql, startsNew, toClaimed, UNPINNED, type ClaimedExecution, type ClaimRow, type ClaimTask } from './claim';
-import { COMPLETE_CTES, completionParams, type Completion } from './complete';
+import type { Completion } from './complete';
+import { throttledClaimQuery } from './throttled-query';
 
 /** What a claim of a throttled task did. */
 export interface ThrottledClaim {
@@ -23,21 +24,6 @@ export interface ThrottledClaim {
   committed: Promise<void>;
   /** The completions given that landed (durable once `committed` settles). */
   completed: Set<string>;
-}
-
-/** The completion statement, prepared with SQL PREPARE to run inside a throttled claim's query. */
-const COMPLETE_NAME = 'stepwise_complete_in_claim';
-const COMPLETE_PREPARE = `PREPARE ${COMPLETE_NAME}(uuid[], uuid[], jsonb[], uuid[]) AS WITH ${COMPLETE_CTES}
-     SELECT id, (SELECT count(*) FROM notified) AS _n FROM done`;
-
-/** An array parameter written as a literal (the simple protocol takes no parameters). */
-const arrayLiteral = (values: readonly (string | null)[], type: string) =>
-  values.length === 0 ? `'{}'::${type}[]` : `ARRAY[${values.map((v) => (v === null ? 'NULL' : pg.escapeLiteral(v))).join(', ')}]::${type}[]`;
-
-/** The EXECUTE of COMPLETE_NAME for `items`. */
-function completeExecute(items: readonly Completion[]): string {
-  const [ids, tokens, outputs, parents] = completionParams(items);
-  return `EXECUTE ${COMPLETE_NAME}(${arrayLiteral(ids, 'uuid')}, ${arrayLiteral(tokens, 'uuid')}, ${arrayLiteral(outputs, 'jsonb')}, ${arrayLiteral(parents, 'uuid')})`;
 }
 
 type ThrottledRow = Partial<ClaimRow> & { next_cursor: string | null; held_by_rate: number; due_left: boolean; share_full: boolean; locked: boolean };
@@ -86,36 +72,8 @@ export async function claimThrottledExecutions(
   const args = [String(want), String(leaseMs / 1000), workerId === null ? 'NULL' : pg.escapeLiteral(workerId), ...(statement.keyed ? [pg.escapeLiteral(cursor), String(Math.min(runnable, want))] : [])];
   // One round trip: BEGIN, the lock (its outcome kept in a transaction-local setting the claim
   // reads), the claim in a statement of its own, whose snapshot is taken after the lock, and COMMIT.
-  // Its generic plan serves every room and cursor: planning it for each claim cost more than running it.
-  const build = (connection: pg.ClientBase) => {
-    const prepared = preparedOn(connection);
-    const prepare = [
-      ...(prepared.has(statement.name) ? [] : [`PREPARE ${statement.name}(${statement.keyed ? 'int, float8, uuid, text, int' : 'int, float8, uuid'}) AS ${statement.text}`]),
-      ...(completions.length === 0 || prepared.has(COMPLETE_NAME) ? [] : [COMPLETE_PREPARE]),
-    ];
-    const statements = [
-      ...prepare,
-      'BEGIN ISOLATION LEVEL READ COMMITTED',
-      'SET LOCAL plan_cache_mode = force_generic_plan',
-      // Completions first: the claim, a later statement, sees the places they free.
-      ...(completions.length > 0 ? [completeExecute(completions)] : []),
-      `SELECT set_config('stepwise.claim_locked', pg_try_advisory_xact_lock(hashtextextended('stepwise.limit:' || ${pg.escapeLiteral(task)}, 0))::text, true)`,
-      `EXECUTE ${statement.name}(${args.join(', ')})`,
-      'COMMIT',
-    ];
-    // Counted as prepared from here: a failure before a PREPARE ran is corrected below.
-    prepared.add(statement.name);
-    if (completions.length > 0) prepared.add(COMPLETE_NAME);
-    const claimAt = statements.length - 2;
-    return { statements, indexes: completions.length > 0 ? [claimAt - 2, claimAt] : [claimAt] };
-  };
-  // PREPARE is not undone by a rollback: after a failure, learn which ran, so that the next claim on
-  // that connection neither repeats nor skips one.
-  const { rows: results, finished } = await simpleRowsBeforeCommit(db, build, async (c) => {
-    const found = await c.query<{ name: string }>('SELECT name FROM pg_prepared_statements WHERE name = ANY($1)', [[statement.name, COMPLETE_NAME]]);
-    const names = new Set(found.rows.map((r) => r.name));
-    for (const name of [statement.name, COMPLETE_NAME]) if (!names.has(name)) preparedOn(c).delete(name);
-  });
+  const query = throttledClaimQuery(isBehindTransactionPooler(db), task, statement, args, completions);
+  const { rows: results, finished } = await simpleRowsBeforeCommit(db, query.build, query.onFailure);
   const rows = results[results.length - 1] as ThrottledRow[];
   const completed = new Set(completions.length > 0 ? (results[0] as Array<{ id: string }>).map((r) => r.id) : []);
   const claimed = rows.filter((r) => r.id !== null && r.id !== undefined).map((r) => toClaimed(r as ClaimRow));
@@ -124,15 +82,6 @@ export async function claimThrottledExecutions(
   // Held back: fewer than the worker could start at once (prefetch room left empty is no throttling).
   const heldBy = claimed.length < Math.min(runnable, want) && summary.due_left ? (summary.held_by_rate > 0 ? 'rate' : 'concurrency') : null;
   return { claimed, cursor: summary.next_cursor ?? cursor, heldBy, more: summary.share_full && claimed.length < want, contended: !summary.locked, committed: finished, completed };
-}
-
-/** The claim statements each connection has prepared (PREPARE, in SQL: they run inside one simple query). */
-const preparedByConnection = new WeakMap<object, Set<string>>();
-
-function preparedOn(connection: object): Set<string> {
-  let names = preparedByConnection.get(connection);
-  if (!names) preparedByConnection.set(connection, (names = new Set()));
-  return names;
 }
 
 /**
