@@ -35,3 +35,5 @@ export type { WorkerOptions, WorkerObserver } from './engine/worker';
 export { RetentionSweeper } from './engine/retention';
 export type { RetentionSweeperOptions } from './engine/retention';
 export { loadTasksModule } from './engine/registry';
+export { startTracing } from './telemetry/tracing';
+export type { Tracing } from './telemetry/tracing';

@@ -16,6 +16,7 @@ import { observeRetention, observeWorker, serveMetrics } from './worker-metrics'
 import { WebhookDeliverer } from './webhooks/deliverer';
 import { observeWebhookDeliveries } from './webhooks/metrics';
 import { StartupError } from './errors';
+import { startTracing } from './telemetry/tracing';
 
 /** The bundled example tasks, loaded by `stepwise dev` without --tasks. */
 export const EXAMPLE_TASKS_FILE = path.join(__dirname, '..', 'examples', 'index.ts');
@@ -122,6 +123,10 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
     }
     const db = await connect(databaseUrl, config, log);
     stops.push(() => db.destroy());
+    // Null unless the standard OTEL_* variables ask for traces. Shut down after the API and the worker
+    // (stops run in reverse), so the spans of their last executions and deliveries are exported.
+    const tracing = startTracing({ log });
+    if (tracing) stops.push(() => tracing.shutdown());
     if (options.migrate) {
       const applied = await migrateLatest(db);
       if (applied.length) log.info({ applied }, 'migrations applied');
@@ -136,7 +141,7 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
       // Loaded only when serving: worker-only processes never load Koa.
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const { startApiServer } = require('./api/server') as typeof import('./api/server');
-      const api = await startApiServer({ config, databaseUrl: listenUrl, db, log, registry }).catch((err: NodeJS.ErrnoException) => {
+      const api = await startApiServer({ config, databaseUrl: listenUrl, db, log, registry, tracing }).catch((err: NodeJS.ErrnoException) => {
         if (err.code === 'EADDRINUSE') throw new StartupError(`port ${config.port} is already in use: choose another with --port or PORT`);
         throw err;
       });
@@ -177,6 +182,7 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
         limits: config.limits,
         keepSuspended: config.worker.keepSuspended,
         observer: observeWorker(registry),
+        tracing,
       });
       await worker.start();
       const w = worker;

@@ -11,6 +11,7 @@ import type { FinishedCounts } from './finished-counts';
 import type { CompiledSpec } from './spec';
 import type { TaskSchemaCache } from '../store/task-schemas';
 import type { RouteOptions } from './typed';
+import type { Tracing } from '../telemetry/tracing';
 
 /** What the API's handlers are built from; everything is passed in, nothing is a module singleton. */
 export interface ApiDeps {
@@ -31,4 +32,6 @@ export interface ApiDeps {
   reader: GroupCommitter<string, ExecutionRecord | undefined>;
   /** Finished executions per task and status, recounted in the background (see FinishedCounts). */
   finishedCounts: FinishedCounts;
+  /** Spans of event deliveries; null when tracing is off. */
+  tracing: Tracing | null;
 }

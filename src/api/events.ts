@@ -1,15 +1,16 @@
 import type Router from '@koa/router';
-import { ExecutionNotFoundError, NotWaitingForEventError, TaskNotRegisteredError } from '../errors';
+import { AppError, ExecutionNotFoundError, NotWaitingForEventError, TaskNotRegisteredError } from '../errors';
 import { deliverEvent, deliverEventOnce, findKeyedDelivery, getExecution } from '../store/executions';
+import type { ExecutionRecord } from '../store/rows';
 import type { ApiDeps } from './deps';
 import type { ApiState } from './state';
 import { toValidEvent } from './task-checks';
-import { addOperation } from './typed';
+import { addOperation, type HandlerResult } from './typed';
 
 /** Event delivery to waiting executions. */
 export function addEventRoutes(router: Router<ApiState>, deps: ApiDeps): void {
   const { db, taskSchemas } = deps;
-  addOperation(router, deps.routes, 'sendEvent', async ({ params, headers, body }) => {
+  addOperation(router, deps.routes, 'sendEvent', async ({ params, headers, body, ctx }) => {
     const payload = body === undefined ? null : body;
     const key = headers['idempotency-key'];
     // A repeat of a delivery that was made answers as it did, whatever the execution does now.
@@ -22,25 +23,46 @@ export function addEventRoutes(router: Router<ApiState>, deps: ApiDeps): void {
     // delivers it, and a delivery that lost a race finds nothing to deliver.
     const execution = await getExecution(db, params.id);
     if (!execution) throw new ExecutionNotFoundError(params.id);
-    // Not waiting: unless a concurrent delivery with the same key made it so (then its answer is ours).
-    const notWaiting = async () => {
-      const made = key === undefined ? undefined : await findKeyedDelivery(db, params.id, params.event_name, key);
-      if (made) return { status: 200 as const, body: made };
-      throw new NotWaitingForEventError(params.id, params.event_name);
+
+    const deliver = async (execution: ExecutionRecord): Promise<HandlerResult<'sendEvent'>> => {
+      // Not waiting: unless a concurrent delivery with the same key made it so (then its answer is ours).
+      const notWaiting = async () => {
+        const made = key === undefined ? undefined : await findKeyedDelivery(db, params.id, params.event_name, key);
+        if (made) return { status: 200 as const, body: made };
+        throw new NotWaitingForEventError(params.id, params.event_name);
+      };
+      if (execution.status !== 'waiting' || !execution.openWaits?.some((w) => w.eventName === params.event_name)) return notWaiting();
+      const task = await taskSchemas.getTask(execution.task).catch((err: unknown) => {
+        if (err instanceof TaskNotRegisteredError) return undefined;
+        throw err;
+      });
+      const stored = toValidEvent(task, params.event_name, payload, deps.config.limits.valueBytes);
+      if (key !== undefined) {
+        const keyed = await deliverEventOnce(db, params.id, params.event_name, stored, key);
+        if (keyed.kind === 'not_waiting') return notWaiting();
+        return { status: 200, body: keyed.answer };
+      }
+      const outcome = await deliverEvent(db, params.id, params.event_name, stored);
+      if (outcome.kind === 'not_waiting') throw new NotWaitingForEventError(params.id, params.event_name);
+      return { status: 200, body: { status: 'delivered' as const, execution_id: outcome.execution.id, event_name: params.event_name, execution_status: outcome.execution.status } };
     };
-    if (execution.status !== 'waiting' || !execution.openWaits?.some((w) => w.eventName === params.event_name)) return notWaiting();
-    const task = await taskSchemas.getTask(execution.task).catch((err: unknown) => {
-      if (err instanceof TaskNotRegisteredError) return undefined;
-      throw err;
+
+    if (!deps.tracing) return deliver(execution);
+    // A span of its own, under the request's traceparent, linked to the trace of the execution it resumes.
+    const span = deps.tracing.startDelivery({
+      executionId: execution.id,
+      task: execution.task,
+      eventName: params.event_name,
+      executionTraceparent: execution.traceparent,
+      requestTraceparent: ctx.get('traceparent') || undefined,
     });
-    const stored = toValidEvent(task, params.event_name, payload, deps.config.limits.valueBytes);
-    if (key !== undefined) {
-      const keyed = await deliverEventOnce(db, params.id, params.event_name, stored, key);
-      if (keyed.kind === 'not_waiting') return notWaiting();
-      return { status: 200, body: keyed.answer };
+    try {
+      const answer = await deliver(execution);
+      span.end(answer.body.status);
+      return answer;
+    } catch (err) {
+      span.end(err instanceof AppError ? err.code : 'error');
+      throw err;
     }
-    const outcome = await deliverEvent(db, params.id, params.event_name, stored);
-    if (outcome.kind === 'not_waiting') throw new NotWaitingForEventError(params.id, params.event_name);
-    return { status: 200, body: { status: 'delivered' as const, execution_id: outcome.execution.id, event_name: params.event_name, execution_status: outcome.execution.status } };
   });
 }

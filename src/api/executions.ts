@@ -1,6 +1,7 @@
 import type Router from '@koa/router';
 import { parseInstant } from '../domain/instant';
 import { reservedKeyPrefix } from '../domain/keys';
+import { parseTraceparent } from '../domain/traceparent';
 import { ExecutionAlreadyExistsError, ExecutionNotCancellableError, ExecutionNotFoundError, InvalidDataError } from '../errors';
 import { getExecution, insertDebounced, listExecutions } from '../store/executions';
 import { cancelExecution } from '../store/transitions/cancel';
@@ -23,11 +24,21 @@ function queryInstant(query: Partial<Record<'created_after' | 'created_before', 
   return instant;
 }
 
+/**
+ * The W3C `traceparent` header a schedule came with, kept with the execution so that its attempts are
+ * spans in the caller's trace (migration 017). The header is not part of the contract's body: one
+ * that is not a valid version-00 traceparent is ignored, not refused, as the Trace Context
+ * specification has a receiver do (the execution then makes a trace of its own).
+ */
+function requestTraceparent(header: string): string | undefined {
+  return header !== '' && parseTraceparent(header) ? header : undefined;
+}
+
 /** Schedule, read, list, cancel and the steps of executions. */
 export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): void {
   const { db, taskSchemas, inserts } = deps;
 
-  addOperation(router, deps.routes, 'scheduleExecution', async ({ body }) => {
+  addOperation(router, deps.routes, 'scheduleExecution', async ({ body, ctx }) => {
     // The body's shape was checked by validation; now the task, then its data (the contract's order).
     const startAt = body.start_at === undefined ? undefined : parseInstant(body.start_at);
     const reserved = body.idempotency_key === undefined ? undefined : reservedKeyPrefix(body.idempotency_key);
@@ -39,7 +50,7 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
     }
     const task = await taskSchemas.getTask(body.task);
     const data = toValidData(task, body.data);
-    const item = { task: body.task, data, idempotencyKey: body.idempotency_key, startAt, tags: body.tags, priority: body.priority };
+    const item = { task: body.task, data, idempotencyKey: body.idempotency_key, startAt, tags: body.tags, priority: body.priority, traceparent: requestTraceparent(ctx.get('traceparent')) };
     // A debounced schedule may update the pending execution: a statement of its own, never batched.
     const result = (task.debounced ? await insertDebounced(db, item) : undefined) ?? (await inserts.submit(item));
     if (result.created) return { status: 201, body: toScheduledExecution(result.execution, result.debounced) };

@@ -19,6 +19,7 @@ import { createInsertBatcher } from './insert-batcher';
 import { createExecutionReader } from './execution-reader';
 import { FinishedCounts } from './finished-counts';
 import { countFinishedExecutions } from '../store/tasks';
+import type { Tracing } from '../telemetry/tracing';
 
 export interface ApiServerDeps {
   config: Readonly<Config>;
@@ -31,6 +32,8 @@ export interface ApiServerDeps {
   db: Db;
   log: Logger;
   registry?: Registry;
+  /** Spans of event deliveries (see startTracing); the caller owns it and shuts it down after close(). */
+  tracing?: Tracing | null;
 }
 
 export interface ApiServer {
@@ -154,6 +157,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     reader,
     changes,
     finishedCounts,
+    tracing: deps.tracing ?? null,
     routes: {
       spec,
       authenticators: {

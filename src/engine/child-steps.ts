@@ -64,7 +64,16 @@ export class ChildSteps {
       await this.ctx.children.check(taskName, stored);
       const id = newExecutionId();
       const started = Date.now();
-      const childId = await this.ctx.write(() => startChild(this.ctx.db, this.ctx.lease, { id, seq, name: key, task: taskName, data: stored, startAt, detached, timeoutMs, priority }));
+      // The child's attempts are spans under this one: the child is in its parent's trace.
+      const span = this.ctx.trace?.startStep(key, 'child', { 'stepwise.step.seq': seq, 'stepwise.child.task': taskName });
+      let childId: string | undefined;
+      try {
+        childId = await this.ctx.write(() => startChild(this.ctx.db, this.ctx.lease, { id, seq, name: key, task: taskName, data: stored, startAt, detached, timeoutMs, priority, traceparent: span?.traceparent }));
+      } finally {
+        // The id the insert made, or the one a replay found under the child's key.
+        if (childId !== undefined) span?.setAttributes({ 'stepwise.child.execution_id': childId });
+        span?.end(childId === undefined ? 'lost' : 'started');
+      }
       if (childId === undefined) throw new LeaseLostError(this.ctx.lease.id);
       if (detached) this.ctx.onStep?.(key, 'child', Date.now() - started);
       return childId;

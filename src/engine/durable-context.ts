@@ -10,6 +10,7 @@ import type { StepKind } from '../store/rows';
 import { completeTimedStep, type ReplayRecord, type StepResult } from '../store/steps';
 import { suspendExecution, type Wait } from '../store/transitions/suspend';
 import type { ChildStepResult } from '../store/children';
+import type { AttemptTrace } from '../telemetry/tracing';
 import type { ChildTaskChecker } from './children';
 import type { LazyAbortController } from './abort';
 import { ChildSteps } from './child-steps';
@@ -57,6 +58,8 @@ export interface DurableContextOptions {
   onStep?: (name: string, kind: StepKind, durationMs: number) => void;
   /** The execution moved on within its status (a step recorded, a sleep ended, a long step named): API servers are told, apart from the write. */
   progressed?: () => void;
+  /** The span of this claim's run, parent of its steps' spans; undefined when tracing is off. */
+  trace?: AttemptTrace;
 }
 
 /**
@@ -116,7 +119,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
    * `recordedUpTo`. Returns false, changing nothing, when they show that another process moved the
    * execution on meanwhile: then the caller replays from the history as usual.
    */
-  async resume(claim: Pick<DurableContextOptions, 'lease' | 'attempt' | 'claimedAt' | 'claimedLocally' | 'log' | 'writeDeadline' | 'claimCommitted' | 'deadline'>, records: readonly ReplayRecord[]): Promise<boolean> {
+  async resume(claim: Pick<DurableContextOptions, 'lease' | 'attempt' | 'claimedAt' | 'claimedLocally' | 'log' | 'writeDeadline' | 'claimCommitted' | 'deadline' | 'trace'>, records: readonly ReplayRecord[]): Promise<boolean> {
     const bySeq = new Map(records.map((r) => [r.seq, r]));
     const pending = this.suspension.pending;
     if (records.some((r) => r.seq >= this.nextSeq) || pending.some((b) => !bySeq.get(b.wait.seq) || bySeq.get(b.wait.seq)?.outcome)) return false;
@@ -265,7 +268,9 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
         return timed.result;
       }
     }
-    return this.suspension.block({ seq, name: key, kind, eventName: kind === 'event' ? name : undefined, wakeAt: recorded ? recorded.wakeAt : deadline() }, (r) => r.result);
+    const wakeAt = recorded ? recorded.wakeAt : deadline();
+    this.options.trace?.event(kind === 'sleep' ? 'stepwise.sleep' : 'stepwise.wait_for_event', { 'stepwise.step': key, ...(wakeAt ? { 'stepwise.wake_at': wakeAt.toISOString() } : {}) });
+    return this.suspension.block({ seq, name: key, kind, eventName: kind === 'event' ? name : undefined, wakeAt }, (r) => r.result);
   }
 
   /** Allocates the operation's key and position, and finds its record in the history. */

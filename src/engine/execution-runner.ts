@@ -9,6 +9,7 @@ import { failExecution } from '../store/transitions/fail';
 import { type ClaimedExecution } from '../store/transitions/claim';
 import { type Completion } from '../store/transitions/complete';
 import type { StepKind } from '../store/rows';
+import type { AttemptTrace, Tracing } from '../telemetry/tracing';
 import { loadReplayHistory, loadReplayRecords, recordStepResults, stepKey, type StepResult } from '../store/steps';
 import { ChildTaskChecker } from './children';
 import { retryWhileUnavailable } from './db-retry';
@@ -63,6 +64,8 @@ export interface ExecutionRunnerOptions {
   onHandlerReturned: (held: HeldExecution) => void;
   /** The execution moved on within its status (a step recorded, a sleep ended): see ProgressAnnouncer. */
   progressed?: (executionId: string) => void;
+  /** Spans of attempts and steps; null (or absent) when tracing is off. */
+  tracing?: Tracing | null;
 }
 
 /**
@@ -83,7 +86,35 @@ export class ExecutionRunner {
   }
 
   /** Never rejects for the handler's sake: every failure ends in an outcome. */
-  async run(claimed: ClaimedExecution, held: HeldExecution): Promise<ExecutionOutcome> {
+  run(claimed: ClaimedExecution, held: HeldExecution): Promise<ExecutionOutcome> {
+    // Untraced, a run costs this check alone: no span, no wrapping promise.
+    const tracing = this.options.tracing;
+    return tracing ? this.runTraced(tracing, claimed, held) : this.runClaimed(claimed, held, undefined);
+  }
+
+  /** run() inside the span of this claimed run (see Tracing.startAttempt), ended with the outcome. */
+  private async runTraced(tracing: Tracing, claimed: ClaimedExecution, held: HeldExecution): Promise<ExecutionOutcome> {
+    const { execution } = claimed;
+    const span = tracing.startAttempt({
+      executionId: execution.id,
+      task: execution.task,
+      attempt: execution.attempt,
+      taskVersion: this.options.registry.get(execution.task)?.version ?? '',
+      previousStatus: claimed.previousStatus,
+      traceparent: execution.traceparent,
+    });
+    try {
+      const outcome = await this.runClaimed(claimed, held, span);
+      if (outcome.kind === 'suspended' && outcome.wakeAt) span.setAttributes({ 'stepwise.wake_at': outcome.wakeAt.toISOString() });
+      span.end(outcome.kind);
+      return outcome;
+    } catch (err) {
+      span.end('error');
+      throw err;
+    }
+  }
+
+  private async runClaimed(claimed: ClaimedExecution, held: HeldExecution, span: AttemptTrace | undefined): Promise<ExecutionOutcome> {
     const { execution } = claimed;
     const started = Date.now();
     // Made on first use: most executions never log (a child logger serializes its bindings).
@@ -102,7 +133,7 @@ export class ExecutionRunner {
         if (left <= 0) throw timeout;
         stopTimer = setTimeout(() => held.controller.abort(timeout), left);
       }
-      const claim = { lease: held.lease, attempt: execution.attempt, claimedAt: claimed.claimedAt, claimedLocally: claimed.claimedLocally, log, writeDeadline, claimCommitted: held.claimCommitted, deadline };
+      const claim = { lease: held.lease, attempt: execution.attempt, claimedAt: claimed.claimedAt, claimedLocally: claimed.claimedLocally, log, writeDeadline, claimCommitted: held.claimCommitted, deadline, trace: span };
       let live = claimed.previousStatus === 'waiting' ? await this.resumeLive(execution.id, claim, held) : undefined;
       if (!live) {
         // A fresh execution has no history: skip the read.
@@ -121,7 +152,7 @@ export class ExecutionRunner {
           onStep: (_name, kind, ms) => this.options.observer?.step?.(execution.task, kind, ms),
           progressed: () => this.options.progressed?.(execution.id),
         });
-        live = startHandler(registered.def, ctx, execution.data, held.controller);
+        live = startHandler(registered.def, ctx, execution.data, held.controller, span);
       }
       const ended = await this.race(live, held);
       this.options.onHandlerReturned(held);
@@ -150,7 +181,7 @@ export class ExecutionRunner {
       this.options.observer?.finished?.(execution.task, 'lost', Date.now() - started);
       return LOST;
     } catch (err) {
-      return await this.settleFailure(err, claimed, held, log, started);
+      return await this.settleFailure(err, claimed, held, log, started, span);
     } finally {
       clearTimeout(stopTimer);
     }
@@ -201,7 +232,7 @@ export class ExecutionRunner {
     this.live.take(id);
   }
 
-  private async settleFailure(thrown: unknown, claimed: ClaimedExecution, held: HeldExecution, log: () => Logger, started: number): Promise<ExecutionOutcome> {
+  private async settleFailure(thrown: unknown, claimed: ClaimedExecution, held: HeldExecution, log: () => Logger, started: number, span: AttemptTrace | undefined): Promise<ExecutionOutcome> {
     this.options.onHandlerReturned(held);
     let err = thrown;
     const { execution } = claimed;
@@ -227,6 +258,7 @@ export class ExecutionRunner {
     const retryable = !isNonRetryable(err) && registered !== undefined && hasAttemptsLeft(registered.retry, attempts);
     const error = describeThrown(err, retryable);
     const delay = retryable && registered ? computeRetryDelay(registered.retry, attempts) : null;
+    span?.fail(error);
     await held.claimCommitted;
     try {
       const landed = await retryWhileUnavailable(() => failExecution(this.options.db, held.lease, error, delay, execution.parentId, describeThrownWithStack(err, retryable)), held.leaseExpiresAt);
@@ -257,9 +289,11 @@ interface LiveHandler {
   abort: LazyAbortController;
 }
 
-function startHandler(def: TaskDefinition, ctx: DurableContext, data: unknown, abort: LazyAbortController): LiveHandler {
+/** Starts the handler; under the attempt's span when traced, so spans it makes itself nest under it. */
+function startHandler(def: TaskDefinition, ctx: DurableContext, data: unknown, abort: LazyAbortController, span: AttemptTrace | undefined): LiveHandler {
+  const run = () => def.run(ctx as never, data as never);
   const ended = Promise.resolve()
-    .then(() => def.run(ctx as never, data as never))
+    .then(() => (span ? span.run(run) : run()))
     .then(
       (output): HandlerEnd => ({ kind: 'returned', output }),
       (error: unknown): HandlerEnd => ({ kind: 'threw', error }),

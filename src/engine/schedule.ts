@@ -6,10 +6,12 @@ import { reservedKeyPrefix } from '../domain/keys';
 import { describeBadTags } from '../domain/tags';
 import { compileJsonSchema, describeSchemaErrors, SchemaValidators } from '../domain/json-schema';
 import { toStoredValue } from '../domain/json';
+import { parseTraceparent } from '../domain/traceparent';
 import type { ExecutionStatus } from '../domain/status';
 import { onCallerConnection, type Queryable } from '../store/db';
 import { insertDebouncedWith, insertExecutionsWith } from '../store/executions';
 import { readDataSchemaText } from '../store/tasks';
+import { activeTraceparent } from '../telemetry/active-span';
 import { isTaskDefinition, TASK_NAME, type TaskDefinition } from './task';
 import { TaskNotRegisteredError } from '../errors';
 
@@ -26,6 +28,11 @@ export interface ScheduleOptions {
   tags?: readonly string[];
   /** Claimed before due executions of lower priority: a whole number from -1,000,000 to 1,000,000 (default 0). */
   priority?: number;
+  /**
+   * The W3C traceparent (version 00) whose trace the execution's attempts join as spans. By default
+   * the caller's active OpenTelemetry span, if there is one.
+   */
+  traceparent?: string;
 }
 
 /** What schedule() created, or found under the idempotency key. */
@@ -133,6 +140,10 @@ export async function schedule(db: Queryable, task: TaskDefinition | string, dat
     startAt = toInstant(options.startAt);
     if (!startAt) throw new RangeError(`schedule: startAt ${String(options.startAt)} is not an instant (a Date, or ISO 8601 text with a time zone, in the years 0001-9999)`);
   }
+  if (options.traceparent !== undefined && !parseTraceparent(options.traceparent)) {
+    throw new TypeError('schedule: traceparent must be a W3C traceparent of version 00 (00-<32 hex>-<16 hex>-<2 hex>, lowercase)');
+  }
+  const traceparent = options.traceparent ?? activeTraceparent();
   const [result] = await onCallerConnection(db, async (run) => {
     let debounced = !byName && task.debounce !== undefined;
     if (byName) {
@@ -142,7 +153,7 @@ export async function schedule(db: Queryable, task: TaskDefinition | string, dat
       if (registered.schema !== null && registered.schema !== 'null') checkData(registeredValidator(name, registered.schema));
       debounced = registered.debounced;
     }
-    const item = { task: name, data: stored, idempotencyKey: key, startAt, tags, priority };
+    const item = { task: name, data: stored, idempotencyKey: key, startAt, tags, priority, traceparent };
     // A task debounced in its definition but not (yet) in its registered row is scheduled as usual.
     const one = debounced ? await insertDebouncedWith(run, item) : undefined;
     return one ? [one] : insertExecutionsWith(run, [item]);

@@ -8,6 +8,7 @@ import { recordStepFailure } from '../store/steps';
 import type { OperationContext } from './durable-context';
 import { isNonRetryable, LeaseLostError, NonDeterminismError, NonRetryableError, StepFailedError, StoreUnavailableError } from './errors';
 import { runStepAttempt, type StepFn } from './step-attempt';
+import type { SpanTrace } from '../telemetry/tracing';
 
 /** How long a step may run before the execution's current_step is written (fast steps never are). */
 const CURRENT_STEP_DELAY_MS = 20;
@@ -45,8 +46,22 @@ export class StepRunner {
     const retry = (record: ReplayRecord) => this.run(seq, key, fn, options, record);
     if (recorded?.wakeAt && recorded.wakeAt.getTime() > this.ctx.databaseNow()) return this.ctx.suspension.block({ seq, name: key, kind: 'step', wakeAt: recorded.wakeAt }, retry);
     const budget = { first: (recorded?.failures.length ?? 0) + 1, base: recorded?.attemptBase ?? 0 };
-    const outcome = await this.ctx.suspension.track(() => this.attempts(seq, key, fn, policy, timeoutMs, budget, recorded !== undefined));
-    if ('retryAt' in outcome) return this.ctx.suspension.block({ seq, name: key, kind: 'step', wakeAt: outcome.retryAt }, retry);
+    const span = this.ctx.trace?.startStep(key, 'step', { 'stepwise.step.seq': seq });
+    const attempts = () => this.attempts(seq, key, fn, policy, timeoutMs, budget, recorded !== undefined, span);
+    let outcome: { value: unknown } | { retryAt: Date };
+    try {
+      // The step's function runs under its span: spans it makes itself nest under it.
+      outcome = await this.ctx.suspension.track(span ? () => span.run(attempts) : attempts);
+    } catch (err) {
+      span?.end(err instanceof StepFailedError ? 'failed' : 'stopped');
+      throw err;
+    }
+    if ('retryAt' in outcome) {
+      span?.setAttributes({ 'stepwise.wake_at': outcome.retryAt.toISOString() });
+      span?.end('retry_scheduled');
+      return this.ctx.suspension.block({ seq, name: key, kind: 'step', wakeAt: outcome.retryAt }, retry);
+    }
+    span?.end('completed');
     return outcome.value;
   }
 
@@ -58,12 +73,14 @@ export class StepRunner {
     timeoutMs: number | undefined,
     budget: { first: number; base: number },
     hasRow: boolean,
+    span: SpanTrace | undefined,
   ): Promise<{ value: unknown } | { retryAt: Date }> {
     const { lease } = this.ctx;
     for (let attempt = budget.first; ; attempt++) {
       // Past the lease's end another worker may hold the execution: running the step now could repeat
       // one that worker has already recorded.
       if (Date.now() >= this.ctx.writeDeadline()) throw new LeaseLostError(lease.id);
+      span?.setAttributes({ 'stepwise.step.attempt': attempt });
       const started = Date.now();
       let value: unknown;
       try {
@@ -77,6 +94,8 @@ export class StepRunner {
         const delay = retryable ? computeRetryDelay(policy, attempt - budget.base) : null;
         const retryAt = delay !== null && delay > INLINE_RETRY_MS ? new Date(this.ctx.databaseNow() + delay) : undefined;
         const failure = { seq, name: key, attempt, error, startedAt: new Date(started), final: !retryable, retryAt };
+        if (retryable) span?.event('stepwise.step_attempt_failed', { 'stepwise.step.attempt': attempt, 'exception.type': error.type, 'exception.message': error.message });
+        else span?.fail(error);
         if (!(await this.ctx.write(() => recordStepFailure(this.ctx.db, lease, failure)))) throw new LeaseLostError(lease.id);
         hasRow = true;
         if (!retryable) throw new StepFailedError(key, error, { cause: err });

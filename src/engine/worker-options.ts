@@ -3,6 +3,7 @@ import type { ClaimedExecution } from '../store/transitions/claim';
 import type { Db } from '../store/db';
 import type { ExecutionObserver } from './execution-runner';
 import type { TaskDefinition } from './task';
+import type { Tracing } from '../telemetry/tracing';
 
 /** Hooks for metrics; the engine itself knows no metrics library. */
 export interface WorkerObserver extends ExecutionObserver {
@@ -51,6 +52,11 @@ export interface WorkerOptions {
   lostAfterMs?: number;
   /** Workers lost for longer than this (1 hour) have their rows deleted by any other worker. */
   forgetLostAfterMs?: number;
+  /**
+   * Spans of each claimed run and each step, exported over OTLP (see startTracing); null or absent:
+   * no tracing, at the cost of a null check. The caller owns it and shuts it down after stop().
+   */
+  tracing?: Tracing | null;
 }
 
 /** The heartbeat a worker keeps when its options name none; it is reported lost once it missed three beats. */

@@ -93,7 +93,7 @@ export class Worker {
     const limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.progress = new ProgressAnnouncer({ run: (sql) => this.notifications.run(sql), log });
     const progressed = (id: string) => this.progress.add(id);
-    this.runner = new ExecutionRunner({ db, log, registry: this.registry, observer: options.observer, complete, limits, keepSuspended: options.keepSuspended ?? 256, onHandlerReturned: (held) => this.leaveHandler(held), progressed });
+    this.runner = new ExecutionRunner({ db, log, registry: this.registry, observer: options.observer, complete, limits, keepSuspended: options.keepSuspended ?? 256, onHandlerReturned: (held) => this.leaveHandler(held), progressed, tracing: options.tracing });
     const serves = (task: string) => this.registry.get(task) !== undefined;
     this.notifications = new WorkNotifications({
       url: options.databaseUrl,

@@ -24,6 +24,8 @@ export interface NewChild {
   timeoutMs?: number;
   /** The child's priority; undefined for its parent's. */
   priority?: number;
+  /** The span of the parent's step that starts it, as a W3C traceparent: the child's attempts are its children. */
+  traceparent?: string;
 }
 
 /** What a child step stores: the child's id, and once it has finished, its outcome. */
@@ -49,14 +51,14 @@ export async function startChild(db: Db, lease: Lease, child: NewChild): Promise
   const key = childKey(lease.id, child.seq);
   const rows = await preparedRows<{ id: string | null; fenced: boolean }>(
     db,
-    'stepwise_start_child',
+    'stepwise_start_child_v2',
     `WITH parent AS (
        SELECT id, priority FROM stepwise.executions WHERE id = $1 AND lease_token = $2 AND status = 'running' FOR NO KEY UPDATE
      ),
      inserted AS (
-       INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, parent_id, start_at, due_at, priority, concurrency_key, rate_key)
+       INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, parent_id, start_at, due_at, priority, concurrency_key, rate_key, traceparent)
        SELECT $3, $4, 'pending', $5::jsonb, $6, parent.id, $7::timestamptz, greatest(now(), coalesce($7::timestamptz, now())), coalesce($12::int, parent.priority),
-              ${flowKeySql('$5::jsonb', 'tk.concurrency_key_path')}, ${flowKeySql('$5::jsonb', 'tk.rate_key_path')}
+              ${flowKeySql('$5::jsonb', 'tk.concurrency_key_path')}, ${flowKeySql('$5::jsonb', 'tk.rate_key_path')}, $13::text
          FROM parent LEFT JOIN stepwise.tasks tk ON tk.name = $4
        ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
        RETURNING id, task, due_at
@@ -82,7 +84,7 @@ export async function startChild(db: Db, lease: Lease, child: NewChild): Promise
      SELECT (SELECT id FROM child) AS id, EXISTS (SELECT 1 FROM parent) AS fenced,
             (SELECT count(*) FROM counted) AS _c,
             (SELECT bool_and(CASE WHEN due_at <= now() THEN pg_notify('${CHANNEL_WORK}', task) END IS NULL) FROM inserted) AS _n`,
-    [lease.id, lease.token, child.id, child.task, toJsonb(child.data ?? null), key, child.startAt?.toISOString() ?? null, child.seq, child.name, child.detached, child.timeoutMs === undefined ? null : child.timeoutMs / 1000, child.priority ?? null],
+    [lease.id, lease.token, child.id, child.task, toJsonb(child.data ?? null), key, child.startAt?.toISOString() ?? null, child.seq, child.name, child.detached, child.timeoutMs === undefined ? null : child.timeoutMs / 1000, child.priority ?? null, child.traceparent ?? null],
   );
   const row = rows[0];
   if (!row?.fenced) return undefined;

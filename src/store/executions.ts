@@ -17,6 +17,8 @@ export interface NewExecution {
   tags?: readonly string[];
   /** Claimed before due executions of lower priority (default 0). */
   priority?: number;
+  /** The W3C traceparent its attempts' spans are children of (checked by the caller); none is stored as NULL. */
+  traceparent?: string;
 }
 
 /** What scheduling needs back: the columns the schedule endpoint answers with, never the data. */
@@ -106,27 +108,32 @@ const TAGS_FROM_JSON = (json: string) => `CASE WHEN ${json} IS NOT NULL THEN ARR
 /**
  * A batch with start times, tags or priorities. Start times are $5, NULL for at once, sent as ISO
  * text, as pg would send a Date in the process's local time zone, which before 1900 is local mean
- * time: only rows due now wake the workers. Tags are $6, priorities $7.
+ * time: only rows due now wake the workers. Tags are $6, priorities $7. `traced`: traceparents are $8
+ * (migration 017), in a statement of their own, so that batches without one send no such column.
  */
-const INSERT_FULL_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, tags, priority, created_at, due_at, ${KEY_COLUMNS})
+const insertFullSql = (traced: boolean) => `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, tags, priority, created_at, due_at, ${KEY_COLUMNS}${traced ? ', traceparent' : ''})
      SELECT id, task, 'pending', data, idempotency_key, start_at, ${TAGS_FROM_JSON('tags_json')}, priority, statement_timestamp(), greatest(statement_timestamp(), start_at),
-            ${keyValues('t.data')}
-       FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::timestamptz[], $6::jsonb[], $7::int[])
-            WITH ORDINALITY AS t(id, task, data, idempotency_key, start_at, tags_json, priority, ord)
+            ${keyValues('t.data')}${traced ? ', traceparent' : ''}
+       FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::timestamptz[], $6::jsonb[], $7::int[]${traced ? ', $8::text[]' : ''})
+            WITH ORDINALITY AS t(id, task, data, idempotency_key, start_at, tags_json, priority, ${traced ? 'traceparent, ' : ''}ord)
        ${TASK_JOIN('t.task')}
       ORDER BY ord
      ${INSERT_TAIL}, CASE WHEN due_at <= statement_timestamp() THEN pg_notify('${CHANNEL_WORK}', task) END IS NULL AS _n`;
+const INSERT_FULL_SQL = insertFullSql(false);
+const INSERT_TRACED_SQL = insertFullSql(true);
 
 /**
- * One execution, with or without a start time ($5, NULL for at once), tags ($6) and a priority ($7):
- * INSERT_FULL_SQL's rows and notification, in a statement that an unnamed (unprepared) call parses
- * and plans faster than the unnest.
+ * One execution, with or without a start time ($5, NULL for at once), tags ($6) and a priority ($7),
+ * and when `traced` a traceparent ($8): insertFullSql's rows and notification, in a statement that an
+ * unnamed (unprepared) call parses and plans faster than the unnest.
  */
-const ONE_ROW_SQL = `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, tags, priority, created_at, due_at, ${KEY_COLUMNS})
+const oneRowSql = (traced: boolean) => `INSERT INTO stepwise.executions (id, task, status, data, idempotency_key, start_at, tags, priority, created_at, due_at, ${KEY_COLUMNS}${traced ? ', traceparent' : ''})
      SELECT $1, $2, 'pending', $3::jsonb, $4, $5::timestamptz, ${TAGS_FROM_JSON('$6::jsonb')}, $7, statement_timestamp(), greatest(statement_timestamp(), $5::timestamptz),
-            ${keyValues('$3::jsonb')}
+            ${keyValues('$3::jsonb')}${traced ? ', $8::text' : ''}
        FROM (SELECT) one ${TASK_JOIN('$2')}
      ${INSERT_TAIL}, CASE WHEN due_at <= statement_timestamp() THEN pg_notify('${CHANNEL_WORK}', task) END IS NULL AS _n`;
+const ONE_ROW_SQL = oneRowSql(false);
+const ONE_ROW_TRACED_SQL = oneRowSql(true);
 
 /** One round of insertExecutions: undefined for an item whose key's row was deleted before the read-back. */
 async function insertOnce(run: Runner, items: readonly NewExecution[]): Promise<Array<ScheduleResult | undefined>> {
@@ -135,9 +142,13 @@ async function insertOnce(run: Runner, items: readonly NewExecution[]): Promise<
   const startAts = items.map((i) => i.startAt?.toISOString() ?? null);
   const tags = items.map((i) => (i.tags !== undefined && i.tags.length > 0 ? JSON.stringify(i.tags) : null));
   const priorities = items.map((i) => i.priority ?? 0);
+  const traceparents = items.some((i) => i.traceparent !== undefined) ? items.map((i) => i.traceparent ?? null) : undefined;
   let inserted: ScheduledRow[];
   if (run.unprepared && items.length === 1) {
-    inserted = await run<ScheduledRow>('', ONE_ROW_SQL, [...columns.map((c) => c[0]), startAts[0], tags[0], priorities[0]]);
+    const one = [...columns.map((c) => c[0]), startAts[0], tags[0], priorities[0]];
+    inserted = traceparents ? await run<ScheduledRow>('', ONE_ROW_TRACED_SQL, [...one, traceparents[0]]) : await run<ScheduledRow>('', ONE_ROW_SQL, one);
+  } else if (traceparents) {
+    inserted = await run<ScheduledRow>('stepwise_schedule_executions_traced', INSERT_TRACED_SQL, [...columns, startAts, tags, priorities, traceparents]);
   } else if (startAts.some((at) => at !== null) || tags.some((t) => t !== null) || priorities.some((p) => p !== 0)) {
     inserted = await run<ScheduledRow>('stepwise_schedule_executions_full', INSERT_FULL_SQL, [...columns, startAts, tags, priorities]);
   } else {
@@ -175,17 +186,18 @@ async function insertOnce(run: Runner, items: readonly NewExecution[]): Promise<
  * later). The unique index on the unclaimed execution of each key (migration 015) makes concurrent
  * schedules meet on one row; a claim clears the key, so a schedule after the start makes a new one.
  * The period and the key's pointer are read from the task's row, as the workers registered them.
- * Undefined when the task is not debounced (any more): the caller schedules as usual.
+ * Undefined when the task is not debounced (any more): the caller schedules as usual. The latest
+ * schedule's traceparent ($8) is kept, as its data is; one without keeps the one before.
  */
-const DEBOUNCED_SQL = `INSERT INTO stepwise.executions AS e (id, task, status, data, idempotency_key, start_at, tags, priority, created_at, due_at, ${KEY_COLUMNS}, debounce_key)
+const DEBOUNCED_SQL = `INSERT INTO stepwise.executions AS e (id, task, status, data, idempotency_key, start_at, tags, priority, created_at, due_at, ${KEY_COLUMNS}, debounce_key, traceparent)
      SELECT $1, $2, 'pending', $3::jsonb, $4, $5::timestamptz, ${TAGS_FROM_JSON('$6::jsonb')}, $7, statement_timestamp(),
             greatest(statement_timestamp() + make_interval(secs => (tk.debounce->>'period_ms')::float8 / 1000), $5::timestamptz),
-            ${keyValues('$3::jsonb')}, coalesce($3::jsonb #>> tk.debounce_key_path, '')
+            ${keyValues('$3::jsonb')}, coalesce($3::jsonb #>> tk.debounce_key_path, ''), $8::text
        FROM stepwise.tasks tk WHERE tk.name = $2 AND tk.debounce IS NOT NULL
      ON CONFLICT (task, debounce_key) WHERE debounce_key IS NOT NULL AND status = 'pending' DO UPDATE
         SET data = EXCLUDED.data, due_at = EXCLUDED.due_at, start_at = EXCLUDED.start_at, priority = EXCLUDED.priority,
             tags = coalesce(EXCLUDED.tags, e.tags), idempotency_key = coalesce(e.idempotency_key, EXCLUDED.idempotency_key),
-            concurrency_key = EXCLUDED.concurrency_key, rate_key = EXCLUDED.rate_key
+            concurrency_key = EXCLUDED.concurrency_key, rate_key = EXCLUDED.rate_key, traceparent = coalesce(EXCLUDED.traceparent, e.traceparent)
      RETURNING ${SCHEDULED_COLUMNS}, xmax <> 0 AS debounced`;
 
 export async function insertDebounced(db: Db, item: NewExecution): Promise<ScheduleResult | undefined> {
@@ -198,7 +210,7 @@ export async function insertDebouncedWith(run: Runner, item: NewExecution): Prom
     const [prior] = await run<ScheduledRow>('stepwise_schedule_by_key', `SELECT ${SCHEDULED_COLUMNS} FROM stepwise.executions WHERE idempotency_key = $1`, [item.idempotencyKey]);
     if (prior) return { execution: toScheduledRecord(prior), created: false };
   }
-  const [row] = await run<ScheduledRow & { debounced: boolean }>('stepwise_schedule_debounced', DEBOUNCED_SQL, [
+  const [row] = await run<ScheduledRow & { debounced: boolean }>('stepwise_schedule_debounced_v2', DEBOUNCED_SQL, [
     newExecutionId(),
     item.task,
     toJsonb(item.data ?? null),
@@ -206,6 +218,7 @@ export async function insertDebouncedWith(run: Runner, item: NewExecution): Prom
     item.startAt?.toISOString() ?? null,
     item.tags !== undefined && item.tags.length > 0 ? JSON.stringify(item.tags) : null,
     item.priority ?? 0,
+    item.traceparent ?? null,
   ]);
   if (!row) return undefined;
   return { execution: toScheduledRecord(row), created: !row.debounced, debounced: row.debounced };

@@ -15,6 +15,7 @@ import * as m013 from './migrations/013-idempotent-events';
 import * as m014 from './migrations/014-webhooks';
 import * as m015 from './migrations/015-flow-control';
 import * as m016 from './migrations/016-task-versions';
+import * as m017 from './migrations/017-trace-context';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -39,6 +40,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['014-webhooks', m014],
   ['015-flow-control', m015],
   ['016-task-versions', m016],
+  ['017-trace-context', m017],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {

@@ -47,6 +47,8 @@ export interface ExecutionRecord {
   taskVersion: string | null;
   /** The value of its task's concurrency key it counts under, or null when that limit has no key. */
   concurrencyKey: string | null;
+  /** The W3C traceparent it was scheduled with (migration 017), or null. */
+  traceparent: string | null;
   /** The event waits still open, earliest first; read by getExecution only (empty unless waiting). */
   openWaits?: OpenWait[];
 }
@@ -85,6 +87,7 @@ export interface ExecutionRow {
   priority: number;
   task_version: string | null;
   concurrency_key: string | null;
+  traceparent: string | null;
 }
 
 export function rowToExecution(row: ExecutionRow): ExecutionRecord {
@@ -114,6 +117,7 @@ export function rowToExecution(row: ExecutionRow): ExecutionRecord {
     priority: row.priority ?? 0,
     taskVersion: row.task_version ?? null,
     concurrencyKey: row.concurrency_key ?? null,
+    traceparent: row.traceparent ?? null,
   };
 }
 

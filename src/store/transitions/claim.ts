@@ -11,7 +11,7 @@ const FRESH = statusIn(CLAIM.from.filter((s) => s !== 'running'));
 const TAKEN_OVER = statusIn(CLAIM.from.filter((s) => s === 'running'));
 
 /** What a worker needs of an execution it claimed (the claim returns no more: parsing is per row). */
-export type ClaimedRecord = Pick<ExecutionRecord, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'attemptsSinceProgress' | 'stepsCompleted' | 'leaseToken' | 'parentId'>;
+export type ClaimedRecord = Pick<ExecutionRecord, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'attemptsSinceProgress' | 'stepsCompleted' | 'leaseToken' | 'parentId' | 'traceparent'>;
 
 /**
  * A task a worker claims, with the version of its code the worker serves ('' for a task defined
@@ -102,7 +102,7 @@ export async function claimExecutionsBeforeCommit(
 }
 
 /** Instants come as epoch milliseconds: a number parses in a fraction of a timestamp's time. */
-export type ClaimRow = Pick<ExecutionRow, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'attempts_since_progress' | 'steps_completed' | 'lease_token' | 'parent_id'> & {
+export type ClaimRow = Pick<ExecutionRow, 'id' | 'task' | 'status' | 'data' | 'attempt' | 'attempts_since_progress' | 'steps_completed' | 'lease_token' | 'parent_id' | 'traceparent'> & {
   started_ms: number;
   ready_ms: number;
   scheduled_ms: number;
@@ -175,6 +175,7 @@ export const toClaimed = (r: ClaimRow): ClaimedExecution => ({
     stepsCompleted: r.steps_completed,
     leaseToken: r.lease_token,
     parentId: r.parent_id,
+    traceparent: r.traceparent ?? null,
   },
   previousStatus: r.previous_status,
   claimedAt: new Date(r.claimed_ms),
@@ -250,7 +251,7 @@ export function claimWrites(from: string, leaseSecs: string, workerId: string, v
               task_version = coalesce(e.task_version, ${version}),
               wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL, debounce_key = NULL
         WHERE e.id = ANY(ARRAY(SELECT id FROM ${from}))
-        RETURNING e.id, e.task, e.status, e.data, e.attempt, e.attempts_since_progress, e.steps_completed, e.lease_token, e.parent_id,
+        RETURNING e.id, e.task, e.status, e.data, e.attempt, e.attempts_since_progress, e.steps_completed, e.lease_token, e.parent_id, e.traceparent,
                   (extract(epoch FROM e.started_at) * 1000)::float8 AS started_ms,
                   (extract(epoch FROM greatest(e.created_at, e.start_at)) * 1000)::float8 AS ready_ms,
                   (extract(epoch FROM coalesce(e.start_at, e.created_at)) * 1000)::float8 AS scheduled_ms
