@@ -9,7 +9,7 @@ import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import { executionTraceParent, formatTraceparent, parseTraceparent, type TraceParent } from '../domain/traceparent';
 import type { Logger } from '../logger';
-import type { AttemptStart, AttemptTrace, DeliveryStart, SpanTrace, TraceAttributes, TracedError, Tracing, TracingSettings } from './tracing';
+import type { AttemptStart, AttemptTrace, DeliveryStart, SpanTrace, TraceAttributes, TracedError, Tracing, TracingSettings } from './spans';
 
 const PACKAGE_VERSION = (require('../../package.json') as { version: string }).version;
 

@@ -4,7 +4,9 @@ import type { FlowPolicy } from '../../domain/flow';
 import { isBehindTransactionPooler, simpleRowsBeforeCommit, type Db } from '../db';
 import { CLAIM_COLUMNS, claimWrites, PIN_KEY, pinnedVersionSql, startsNew, toClaimed, UNPINNED, type ClaimedExecution, type ClaimRow, type ClaimTask } from './claim';
 import type { Completion } from './complete';
-import { throttledClaimQuery } from './throttled-query';
+import { throttledClaimQuery, type ThrottledStatement } from './throttled-query';
+
+export type { ThrottledStatement } from './throttled-query';
 
 /** What a claim of a throttled task did. */
 export interface ThrottledClaim {
@@ -28,12 +30,6 @@ export interface ThrottledClaim {
 
 type ThrottledRow = Partial<ClaimRow> & { next_cursor: string | null; held_by_rate: number; due_left: boolean; share_full: boolean; locked: boolean };
 
-/** A prepared claim; `keyed` ones take the cursor as $4 and the room to run at once as $5. */
-export interface ThrottledStatement {
-  name: string;
-  text: string;
-  keyed: boolean;
-}
 
 const statementsByPolicy = new Map<string, ThrottledStatement>();
 

@@ -1,8 +1,14 @@
 import pg from 'pg';
 import type { ClientBase } from 'pg';
 import { inlineParameters } from '../inline-parameters';
-import type { ThrottledStatement } from './claim-throttled';
 import { COMPLETE_CTES, completionParams, type Completion } from './complete';
+
+/** A prepared claim; `keyed` ones take the cursor as $4 and the room to run at once as $5. */
+export interface ThrottledStatement {
+  name: string;
+  text: string;
+  keyed: boolean;
+}
 
 /** The completion statement run inside a throttled claim's query: prepared with SQL PREPARE, or inline (see inlineClaim). */
 const COMPLETE_NAME = 'stepwise_complete_in_claim';
