@@ -4,7 +4,7 @@ SHELL := /bin/bash
 NPM_STAMP := node_modules/.install-stamp
 BIN := node_modules/.bin
 
-.PHONY: help install chromium pgbouncer run test check generate check-generated typecheck lint-spec build pack bench chaos fuzz soak clean
+.PHONY: help install chromium pgbouncer run test check generate check-generated typecheck lint-spec build pack bench scale chaos fuzz soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -51,6 +51,9 @@ pack: $(NPM_STAMP) ## npm tarballs of stepwise and @stepwise/client in .packs/ (
 
 bench: $(NPM_STAMP) ## performance scenarios S1-S4 and more (ARGS=--peers: beside the peers); prints a table, writes bench-results/
 	$(BIN)/tsx scripts/bench.ts $(ARGS)
+
+scale: $(NPM_STAMP) ## 2 API servers and 1, 2, 4 worker processes on one database: throughput, claims, PostgreSQL CPU (ARGS=--n 20000)
+	$(BIN)/tsx scripts/scale.ts $(ARGS)
 
 chaos: $(NPM_STAMP) ## fault-injection run against real processes (ARGS=--long for a longer one)
 	$(BIN)/tsx scripts/chaos.ts $(ARGS)
