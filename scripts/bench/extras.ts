@@ -1,17 +1,12 @@
 // Stepwise-only scenarios of `make bench`, each on a fresh database of the benchmark's server.
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import http from 'node:http';
-import path from 'node:path';
 import pg from 'pg';
 import { loadConfig } from '../../src/config';
 import { createLogger } from '../../src/logger';
 import { createDb, type Db } from '../../src/store/db';
 import { migrateLatest } from '../../src/store/migrate';
-import { insertExecutions } from '../../src/store/executions';
 import { upsertTasks } from '../../src/store/tasks';
-import { TaskRegistry } from '../../src/engine/registry';
 import { Worker } from '../../src/engine/worker';
 import { defineTask } from '../../src/engine/task';
 import { startApiServer } from '../../src/api/server';
@@ -21,8 +16,8 @@ import { RetentionSweeper } from '../../src/engine/retention';
 import { resumeCost } from './resume-cost';
 import { costPerExecution } from './cost';
 import { streams } from './streams';
+import { longPolls } from './long-polls';
 import { explainList } from './list-plans';
-import { stepwiseArgs } from './build';
 import { flowClaimCost, flowVariants } from './flow';
 import type { ExtraResult } from './extra-result';
 
@@ -61,7 +56,6 @@ export function extraSteps(options: Pick<ExtrasOptions, 'only' | 'reps' | 'flowV
   return names.reduce((sum, x) => sum + (x === 'flow' ? flowVariants(options.flowVariants).length * options.reps : 1), 0);
 }
 
-const ROOT = path.join(__dirname, '..', '..');
 const log = createLogger({ level: 'warn', pretty: false });
 
 function adminUrl(env: NodeJS.ProcessEnv, database = 'postgres'): string {
@@ -187,98 +181,6 @@ async function latencies(env: NodeJS.ProcessEnv, samples = 200): Promise<ExtraRe
     { label: 'event delivery -> handler resumed', summary: `p50 ${pct(resume, 50)} ms, p99 ${pct(resume, 99)} ms (${samples} samples)`, values: { p50_ms: pct(resume, 50), p99_ms: pct(resume, 99), samples } },
     { label: 'completion commit -> long-poll answered', summary: `p50 ${pct(answer, 50)} ms, p99 ${pct(answer, 99)} ms (${samples} samples)`, values: { p50_ms: pct(answer, 50), p99_ms: pct(answer, 99), samples } },
   ];
-}
-
-function rssMiB(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-  return Math.round((kb / 1024) * 10) / 10;
-}
-
-/** N concurrent long-polls on one `stepwise serve` process: its RSS, and that each is answered right. */
-async function longPolls(env: NodeJS.ProcessEnv, n: number): Promise<ExtraResult> {
-  const t = await freshDatabase(env);
-  await upsertTasks(t.db, new TaskRegistry([defineTask({ name: 'bench-poll', run: async () => null }) as never]).toRegistrations());
-  const ids: string[] = [];
-  for (let i = 0; i < n; i += 1000) {
-    const batch = await insertExecutions(t.db, Array.from({ length: Math.min(1000, n - i) }, () => ({ task: 'bench-poll', data: null })));
-    ids.push(...batch.map((b) => b.execution.id));
-  }
-  const port = await findFreePort();
-  // The benchmark's build (STEPWISE_DIST), else the source through bin/stepwise.js.
-  const args = env.STEPWISE_DIST ? stepwiseArgs(env.STEPWISE_DIST, ['serve']) : [path.join(ROOT, 'bin', 'stepwise.js'), 'serve'];
-  const child = spawn(process.execPath, args, {
-    env: { ...process.env, DATABASE_URL: t.url, PORT: String(port), LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  const agent = new http.Agent({ keepAlive: false, maxSockets: Infinity });
-  try {
-    for (let i = 0; ; i++) {
-      const ok = await httpJson(port, 'GET', '/readyz').then((r) => r.status === 200, () => false);
-      if (ok) break;
-      if (i > 600) throw new Error('stepwise serve did not start');
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    const rssIdle = rssMiB(child.pid as number);
-    let answered = 0;
-    let correct = 0;
-    let failed = 0;
-    const polls: Promise<void>[] = [];
-    // Clients connect in waves of 500, as real ones would, rather than overflowing the listen backlog.
-    for (let i = 0; i < ids.length; i += 500) {
-      for (const id of ids.slice(i, i + 500)) {
-        polls.push(
-          httpJson(port, 'GET', `/api/v1/executions/${id}/wait?timeout=300`, undefined, agent).then(
-            (r) => {
-              answered += 1;
-              const body = r.body as { execution_id?: string; status?: string; output?: unknown };
-              if (r.status === 200 && body.execution_id === id && body.status === 'completed' && body.output === id) correct += 1;
-            },
-            () => void (failed += 1),
-          ),
-        );
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    // Wait until the server holds them all (its long-poll gauge), then measure.
-    for (let i = 0; ; i++) {
-      const m = await new Promise<string>((resolve, reject) => {
-        http.get({ host: '127.0.0.1', port, path: '/metrics' }, (res) => {
-          let s = '';
-          res.on('data', (d: Buffer) => (s += d.toString()));
-          res.on('end', () => resolve(s));
-        }).on('error', reject);
-      });
-      const held = Number(/^stepwise_http_long_polls_waiting(?:\{[^}]*\})? (\d+)/m.exec(m)?.[1] ?? NaN);
-      if (held >= n || (Number.isNaN(held) && i > 100)) break;
-      if (i > 1200) throw new Error(`only ${held} long-polls held`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    const rssHeld = rssMiB(child.pid as number);
-    // Complete every execution (as a worker would), in batches of 200 with one NOTIFY each (8 kB payloads).
-    const started = performance.now();
-    for (let i = 0; i < ids.length; i += 200) {
-      await t.db.raw(
-        `WITH d AS (UPDATE stepwise.executions SET status = 'completed', output = to_jsonb(id::text), completed_at = now(), due_at = NULL
-                     WHERE id = ANY(?::uuid[]) RETURNING id)
-         SELECT pg_notify('stepwise_changed', string_agg(id::text, ',')) FROM d`,
-        [ids.slice(i, i + 200)],
-      );
-    }
-    await Promise.all(polls);
-    const allAnsweredMs = Math.round(performance.now() - started);
-    const rssAfter = rssMiB(child.pid as number);
-    return {
-      label: `${n} concurrent long-polls on one API process`,
-      summary: `RSS ${rssIdle} MiB idle, ${rssHeld} MiB holding ${n}; ${correct}/${n} answered correctly (${failed} connection failures), all within ${allAnsweredMs} ms of the completions`,
-      values: { rss_idle_mib: rssIdle, rss_held_mib: rssHeld, rss_after_mib: rssAfter, answered, correct, failed, all_answered_ms: allAnsweredMs },
-    };
-  } finally {
-    agent.destroy();
-    child.kill('SIGTERM');
-    await new Promise((r) => (child.exitCode !== null ? r(null) : child.once('exit', r)));
-    await t.drop();
-  }
 }
 
 /** Statements per second an idle worker costs the database. */
@@ -469,7 +371,7 @@ export async function runExtras(options: ExtrasOptions): Promise<ExtraResult[]> 
     if (name !== 'flow') options.progress(label); // flow reports each run itself
   };
   await attempt('latency', 'event and long-poll latency', () => latencies(options.env));
-  await attempt('long-polls', `${options.longPolls} concurrent long-polls`, async () => [await longPolls(options.env, options.longPolls)]);
+  await attempt('long-polls', `${options.longPolls} concurrent long-polls`, async () => [await longPolls(options.env, options.longPolls, freshDatabase)]);
   await attempt('streams', `${options.longPolls} concurrent streams`, async () => [await streams(options.env, options.longPolls, freshDatabase)]);
   await attempt('idle-worker', 'idle worker', async () => [await idleWorker(options.env)]);
   await attempt('list', 'list at scale', () => listAtScale(options.env, options.listRows));

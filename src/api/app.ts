@@ -2,6 +2,7 @@ import Koa from 'koa';
 import Router from '@koa/router';
 import { MethodNotAllowedError, RouteNotFoundError } from '../errors';
 import { logRequests } from './access-log';
+import { observeRequests } from './request-observers';
 import { refuseCrossSiteRequests } from './browser-guard';
 import type { ApiDeps } from './deps';
 import { handleErrors } from './error-middleware';
@@ -37,7 +38,8 @@ function rejectUnrouted(router: Router<ApiState>): Koa.Middleware<ApiState> {
  */
 function redirectRootToDashboard(base: string): Koa.Middleware<ApiState> {
   const roots = new Set([base || '/', `${base}/`]);
-  return async (ctx, next) => {
+  // Not async: every request passes here, and a long-poll parked below should hold no frame of it.
+  return (ctx, next) => {
     if (!roots.has(ctx.path)) return next();
     if (ctx.method !== 'GET' && ctx.method !== 'HEAD') throw new MethodNotAllowedError(ctx.method, ['GET', 'HEAD']);
     ctx.redirect(`${base}/ui/`);
@@ -69,8 +71,8 @@ export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   addMetricsRoute(router, deps);
 
   app.use(assignRequestId());
-  app.use(measureRequests(deps.registry));
-  app.use(logRequests(deps.log));
+  // Metrics and the access log see the final status: the error middleware runs inside them.
+  app.use(observeRequests([measureRequests(deps.registry), logRequests(deps.log)]));
   app.use(setResponseHeaders());
   app.use(handleErrors(deps.log));
   // Before any route, so a refused request is never authenticated, parsed or answered otherwise.

@@ -43,9 +43,10 @@ export function createBearerCheck(tokens: readonly string[]): (authorization: st
  */
 export function requireBearerToken(tokens: readonly string[]): Middleware<ApiState> {
   const isAccepted = createBearerCheck(tokens);
-  return async (ctx, next) => {
+  // Not async: nothing runs after next(), so a long-poll parked below holds no suspended frame here.
+  return (ctx, next) => {
     if (!isAccepted(ctx.get('Authorization'))) throw new UnauthorizedError();
-    await next();
+    return next();
   };
 }
 

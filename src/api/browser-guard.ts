@@ -80,7 +80,9 @@ export function refuseCrossSiteRequests(config: Readonly<Config>): Middleware<Ap
   const checkHost = authOff || config.http.allowedHosts.length > 0;
   const allowed = WILDCARD_ADDRESSES.has(config.host) ? config.http.allowedHosts : [...config.http.allowedHosts, config.host];
   const probes = new Set([`${config.basePath}/healthz`, `${config.basePath}/readyz`]);
-  return async (ctx, next) => {
+  // Not async (a throw here still reaches the error middleware as a rejection, through koa-compose):
+  // nothing runs after next(), so a long-poll parked below holds no suspended frame here.
+  return (ctx, next) => {
     if (probes.has(ctx.path)) return next();
     const host = ctx.get('Host');
     if (checkHost && host !== '' && !isHostAllowed(hostNameOf(host), allowed)) {
@@ -90,6 +92,6 @@ export function refuseCrossSiteRequests(config: Readonly<Config>): Middleware<Ap
     if (authOff && origin !== '' && !SAFE_METHODS.has(ctx.method) && !isSameOrigin(origin, host)) {
       throw new ForbiddenError(`cross-origin request refused: origin ${JSON.stringify(origin.slice(0, 100))} is not this server's`);
     }
-    await next();
+    return next();
   };
 }

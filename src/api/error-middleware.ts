@@ -3,7 +3,7 @@ import { AppError, ServiceUnavailableError, describeError, type ErrorCode } from
 import { isDatabaseUnavailable } from '../store/db-errors';
 import type { Logger } from '../logger';
 import type { components } from '../../generated/openapi';
-import type { ApiState } from './state';
+import type { ApiContext, ApiState } from './state';
 
 type ErrorEnvelope = components['schemas']['ErrorEnvelope'];
 type SpecErrorCode = components['schemas']['ErrorCode'];
@@ -24,27 +24,27 @@ function toEnvelope(err: AppError): ErrorEnvelope {
  * The one place that turns errors into responses. An AppError is shown as it is; a database that
  * cannot be reached becomes 503 with Retry-After; anything else is a 500 with a generic message, and
  * a description (type, SQLSTATE, message without SQL) goes to the log under the request id, never to
- * the client; the stack is logged at debug level only.
+ * the client; the stack is logged at debug level only. An envelope is never cached (`no-store`, even
+ * where an asset that failed half-way had set its own caching).
  */
 export function handleErrors(log: Logger): Middleware<ApiState> {
-  return async (ctx, next) => {
-    try {
-      await next();
-    } catch (err) {
-      let exposed: AppError;
-      if (err instanceof AppError) exposed = err;
-      else if (isDatabaseUnavailable(err)) {
-        log.warn({ requestId: ctx.state.requestId, ...describeError(err) }, 'database unavailable');
-        exposed = new ServiceUnavailableError();
-      } else {
-        // No stack and no SQL in log lines; the stack only when debugging.
-        log.error({ requestId: ctx.state.requestId, ...describeError(err) }, 'request failed');
-        log.debug({ requestId: ctx.state.requestId, stack: (err as Error)?.stack }, 'request failed: stack');
-        exposed = new AppError('internal_error', 500, 'an internal error occurred');
-      }
-      ctx.status = exposed.status;
-      ctx.body = toEnvelope(exposed);
-      for (const [name, value] of Object.entries(exposed.headers ?? {})) ctx.set(name, value);
+  const answerError = (ctx: ApiContext, err: unknown) => {
+    let exposed: AppError;
+    if (err instanceof AppError) exposed = err;
+    else if (isDatabaseUnavailable(err)) {
+      log.warn({ requestId: ctx.state.requestId, ...describeError(err) }, 'database unavailable');
+      exposed = new ServiceUnavailableError();
+    } else {
+      // No stack and no SQL in log lines; the stack only when debugging.
+      log.error({ requestId: ctx.state.requestId, ...describeError(err) }, 'request failed');
+      log.debug({ requestId: ctx.state.requestId, stack: (err as Error)?.stack }, 'request failed: stack');
+      exposed = new AppError('internal_error', 500, 'an internal error occurred');
     }
+    ctx.status = exposed.status;
+    ctx.body = toEnvelope(exposed);
+    for (const [name, value] of Object.entries(exposed.headers ?? {})) ctx.set(name, value);
+    ctx.set('Cache-Control', 'no-store');
   };
+  // A .catch, not an awaiting frame: a parked long-poll holds one small callback here, not a suspended function.
+  return (ctx, next) => next().catch((err: unknown) => answerError(ctx, err));
 }

@@ -6,6 +6,7 @@ import { CHANNEL_CHANGED, CHANNEL_PROGRESS } from '../store/channels';
 import type { Db } from '../store/db';
 import type { ExecutionRecord } from '../store/rows';
 import { createExecutionReader } from './execution-reader';
+import { TimeoutLists } from './timeout-lists';
 
 /** Resolves with the terminal execution, or undefined on timeout, cancel or shutdown. */
 export interface PendingWait {
@@ -57,6 +58,8 @@ export class ExecutionWaiters {
   private readonly reader: GroupCommitter<string, ExecutionRecord | undefined>;
   private flushScheduled = false;
   private timer: NodeJS.Timeout | undefined;
+  /** The long-polls' timeouts: one timer per distinct timeout, not one per long-poll. */
+  private readonly timeouts = new TimeoutLists<LongPoll>((poll) => poll.cancel());
   private stopped = false;
   private readonly onNotification = (channel: string, payload: string) => this.handleNotification(channel, payload);
   private readonly onConnected = () => this.refresh(this.subscribers.keys());
@@ -111,9 +114,7 @@ export class ExecutionWaiters {
       subscriber.stopped();
       return () => undefined;
     }
-    let set = this.subscribers.get(id);
-    if (!set) this.subscribers.set(id, (set = new Set()));
-    set.add(subscriber);
+    this.add(id, subscriber);
     if (options.read) this.refresh([id]);
     return () => this.remove(id, subscriber);
   }
@@ -123,33 +124,25 @@ export class ExecutionWaiters {
    * completion that lands between the read and the registration is not missed.
    */
   waitForTerminal(id: string, timeoutMs: number): PendingWait {
-    let settle!: (e: ExecutionRecord | undefined) => void;
-    const done = new Promise<ExecutionRecord | undefined>((resolve) => (settle = resolve));
-    let timer: NodeJS.Timeout | undefined;
-    let unsubscribe: () => void = () => undefined;
-    let settled = false;
-    const finish = (execution: ExecutionRecord | undefined) => {
-      if (settled) return;
-      settled = true;
-      if (timer) clearTimeout(timer);
-      unsubscribe();
-      settle(execution);
-    };
-    unsubscribe = this.subscribe(
-      id,
-      {
-        kind: 'long-poll',
-        offer: (execution) => {
-          if (execution && isTerminal(execution.status)) finish(execution);
-        },
-        // The long-poll times out meanwhile, and then reads once more for its answer.
-        failed: () => undefined,
-        stopped: () => finish(undefined),
-      },
-      { read: false },
-    );
-    if (!settled) timer = setTimeout(() => finish(undefined), timeoutMs);
-    return { done, cancel: () => finish(undefined) };
+    const poll = new LongPoll(id, timeoutMs, this);
+    if (this.stopped) poll.stopped();
+    else {
+      this.add(id, poll);
+      this.timeouts.add(poll, timeoutMs);
+    }
+    return poll;
+  }
+
+  /** Takes a long-poll out of the fan-out and its timeout list; a long-poll calls it as it finishes. */
+  forget(poll: LongPoll): void {
+    this.timeouts.delete(poll, poll.timeoutMs);
+    this.remove(poll.id, poll);
+  }
+
+  private add(id: string, subscriber: ExecutionSubscriber): void {
+    let set = this.subscribers.get(id);
+    if (!set) this.subscribers.set(id, (set = new Set()));
+    set.add(subscriber);
   }
 
   private remove(id: string, subscriber: ExecutionSubscriber): void {
@@ -213,5 +206,45 @@ export class ExecutionWaiters {
     if (failure !== undefined) this.options.log.warn({ err: (failure as Error).message, ids: ids.length }, 'execution re-read failed');
     const again = ids.filter((id) => this.readAgain.delete(id));
     if (again.length > 0) this.refresh(again);
+  }
+}
+
+/**
+ * One long-poll's wait: a subscriber whose methods live on the prototype and whose timeout is an
+ * entry in its owner's TimeoutLists, so a parked long-poll costs one object, one promise and one
+ * bound `cancel` (10,000 of them are held at once), not a handful of closures and a Node timer.
+ */
+class LongPoll implements ExecutionSubscriber, PendingWait {
+  readonly kind = 'long-poll';
+  readonly done: Promise<ExecutionRecord | undefined>;
+  /** A function of its own: callers pass it as an event listener (the response's 'close'). */
+  readonly cancel = () => this.finish(undefined);
+  private settle!: (execution: ExecutionRecord | undefined) => void;
+  private settled = false;
+
+  constructor(
+    readonly id: string,
+    readonly timeoutMs: number,
+    private readonly owner: ExecutionWaiters,
+  ) {
+    this.done = new Promise((resolve) => (this.settle = resolve));
+  }
+
+  offer(execution: ExecutionRecord | undefined): void {
+    if (execution && isTerminal(execution.status)) this.finish(execution);
+  }
+
+  /** The long-poll times out meanwhile, and then reads once more for its answer. */
+  failed(): void {}
+
+  stopped(): void {
+    this.finish(undefined);
+  }
+
+  private finish(execution: ExecutionRecord | undefined): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.owner.forget(this);
+    this.settle(execution);
   }
 }

@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
-import type { Middleware } from 'koa';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { ApiDeps } from './deps';
+import { matchedRoute, type RequestObserver } from './request-observers';
 import type { ApiState } from './state';
 import { addOperation } from './typed';
 
@@ -69,7 +69,7 @@ export function measureStreams(registry: Registry, count: () => { execution: num
  * Times every request into a histogram labelled by method, route template (never the raw path, so
  * ids do not explode the label set) and status. Several servers may share one registry.
  */
-export function measureRequests(registry: Registry): Middleware<ApiState> {
+export function measureRequests(registry: Registry): RequestObserver {
   const histogram =
     (registry.getSingleMetric(HISTOGRAM) as Histogram<'method' | 'route' | 'status'> | undefined) ??
     new Histogram({
@@ -79,15 +79,7 @@ export function measureRequests(registry: Registry): Middleware<ApiState> {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600],
       registers: [registry],
     });
-  return async (ctx, next) => {
-    const end = histogram.startTimer();
-    try {
-      await next();
-    } finally {
-      const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute;
-      end({ method: ctx.method, route: typeof route === 'string' ? route : 'unmatched', status: String(ctx.status) });
-    }
-  };
+  return (ctx, durationMs) => histogram.observe({ method: ctx.method, route: matchedRoute(ctx), status: String(ctx.status) }, durationMs / 1000);
 }
 
 /** GET /metrics: the whole registry (HTTP, process and engine metrics) in the Prometheus text format. */

@@ -61,21 +61,30 @@ export type Handler<K extends OperationId> = (input: HandlerInput<K>) => Promise
 /** Runs of a handler when PostgreSQL rolls its statement back for a deadlock or a serialization failure. */
 const CONFLICT_ATTEMPTS = 3;
 
+/** A handler's result, as addOperation writes it to the response. */
+type AnyResult = { status: unknown; body: unknown; contentType?: string };
+
 /**
- * Runs a handler again when its statement lost a deadlock (or a serialization conflict): the
- * statement was rolled back whole, and every handler writes in one statement, so running it again is
- * safe. A cancel whose row another transaction held could otherwise answer 500 for a conflict that
- * running it again resolves. The last conflict is thrown, and answers 500.
+ * Runs a handler and writes its result to the response. A handler whose statement lost a deadlock
+ * (or a serialization conflict) runs again: the statement was rolled back whole, and every handler
+ * writes in one statement, so running it again is safe. A cancel whose row another transaction held
+ * could otherwise answer 500 for a conflict that running it again resolves. The last conflict is
+ * thrown, and answers 500. One pair of callbacks on the handler's promise, not an async loop around
+ * it: a long-poll spends minutes in its handler, and 10,000 of them would each hold a suspended frame.
  */
-async function retryingConflicts<T>(run: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await run();
-    } catch (err) {
+function answerWith(ctx: ApiContext, run: () => Promise<AnyResult>, attempt = 1): Promise<void> {
+  return run().then(
+    (result) => {
+      ctx.status = result.status as number;
+      if (result.contentType) ctx.type = result.contentType;
+      ctx.body = result.body;
+    },
+    async (err: unknown) => {
       if (!isTransientConflict(err) || attempt >= CONFLICT_ATTEMPTS) throw err;
       await new Promise((r) => setTimeout(r, 10 + Math.random() * 40 * attempt));
-    }
-  }
+      return answerWith(ctx, run, attempt + 1);
+    },
+  );
 }
 
 /** What every route needs besides its handler. */
@@ -103,12 +112,10 @@ export function addOperation<K extends OperationId>(router: Router<ApiState>, op
     ...(authenticate ? [authenticate] : []),
     ...(op.body ? [readJsonBody({ limitBytes: options.bodyLimitBytes, maxDepth: options.jsonMaxDepth })] : []),
     validateRequest(op),
-    async (ctx: ApiContext) => {
+    // Not async, like the middleware before it: a parked long-poll holds no suspended frame here.
+    (ctx: ApiContext) => {
       const input = ctx.state.input as NonNullable<ApiState['input']>;
-      const result = await retryingConflicts(() => handler({ params: input.params, query: input.query, headers: input.headers, body: input.body, ctx } as HandlerInput<K>));
-      ctx.status = result.status as number;
-      if (result.contentType) ctx.type = result.contentType;
-      ctx.body = result.body;
+      return answerWith(ctx, () => handler({ params: input.params, query: input.query, headers: input.headers, body: input.body, ctx } as HandlerInput<K>));
     },
   ];
   router.register(op.routerPath, [op.method], chain as never, { name: operationId });

@@ -40,7 +40,8 @@ function assertStorable(values: Record<string, unknown>, where: string): void {
  * The result is `ctx.state.input`.
  */
 export function validateRequest(op: SpecOperation): Middleware<ApiState> {
-  return async (ctx, next) => {
+  // Not async: nothing runs after next(), so a long-poll parked below holds no suspended frame here.
+  return (ctx, next) => {
     const params = { ...(ctx as unknown as { params?: Record<string, string> }).params };
     if ('id' in params && !isExecutionId(params.id)) throw new ExecutionNotFoundError(params.id);
     check(op.validatePath, params, 'path', 'path');
@@ -67,6 +68,6 @@ export function validateRequest(op: SpecOperation): Middleware<ApiState> {
       } else check(op.body.validate, body, 'body', 'request body');
     }
     ctx.state.input = { params, query, headers, body };
-    await next();
+    return next();
   };
 }
