@@ -88,7 +88,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   /** What ctx.patched answered in this run, per change id. */
   private readonly patches = new Map<string, boolean>();
   /** Settles true once every marker this run recorded has landed (false: the lease was lost). */
-  private markersLanded: Promise<boolean> = Promise.resolve(true);
+  private markersLanded: Promise<boolean> | undefined;
   private readonly steps: StepRunner;
   private readonly childSteps: ChildSteps;
 
@@ -226,10 +226,14 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
    * Settles once every patch marker this run recorded has landed; throws LeaseLostError when one was
    * fenced out. Every later write waits for it (a marker must be durable before anything recorded
    * after it, or a replay would take the old path over the new path's steps), and so does the
-   * completion (see ExecutionRunner).
+   * completion (see ExecutionRunner). Undefined when this run recorded none, the common case: writes
+   * then pay nothing for patches.
    */
-  async markersRecorded(): Promise<void> {
-    if (!(await this.markersLanded)) throw new LeaseLostError(this.executionId);
+  markersRecorded(): Promise<void> | undefined {
+    const landed = this.markersLanded;
+    return landed?.then((ok) => {
+      if (!ok) throw new LeaseLostError(this.executionId);
+    });
   }
 
   /** True while recorded operations remain that this run has not reached. */
@@ -242,7 +246,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     const marker = { ...this.options.lease, seq: this.nextSeq++, name: changeId, kind: 'patch' as const, result: null, startedAt: new Date() };
     const previous = this.markersLanded;
     this.markersLanded = (async () => {
-      if (!(await previous)) return false;
+      if (previous && !(await previous)) return false;
       await this.options.claimCommitted;
       return retryWhileUnavailable(() => this.options.recordStep(marker), this.options.writeDeadline(), this.options.abort);
     })();
@@ -320,7 +324,8 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
 
   private async write<T>(fn: () => Promise<T>): Promise<T> {
     await this.options.claimCommitted;
-    await this.markersRecorded();
+    const markers = this.markersRecorded();
+    if (markers) await markers;
     return retryWhileUnavailable(fn, this.options.writeDeadline(), this.options.abort);
   }
 }

@@ -169,7 +169,8 @@ export class ExecutionRunner {
       const output = toOutput(ended.output, this.options.limits.valueBytes);
       await held.claimCommitted;
       // A patch marker recorded late must land before the completion (a lost lease throws here).
-      await live.ctx.markersRecorded();
+      const markers = live.ctx.markersRecorded();
+      if (markers) await markers;
       // A completion that cannot be written is handled below like the handler's own failure.
       const landed = await retryWhileUnavailable(() => this.options.complete({ ...held.lease, output, parentId: execution.parentId }), writeDeadline());
       if (landed) {

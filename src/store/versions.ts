@@ -1,5 +1,5 @@
 import { queryRows, type Db } from './db';
-import { LIVE_WORKER } from './workers';
+import { LIVE_WORKER, servedByLiveWorker } from './workers';
 
 /**
  * The tasks of which a worker serving `served` (name → version) starts new executions: those whose
@@ -12,8 +12,7 @@ export async function startingTasks(db: Db, served: ReadonlyArray<{ name: string
     db,
     `SELECT t.name FROM stepwise.tasks t JOIN unnest(?::text[], ?::text[]) AS u(name, version) ON u.name = t.name
       WHERE coalesce(t.current_version, '') = u.version
-         OR NOT EXISTS (SELECT 1 FROM stepwise.workers w
-                         WHERE t.name = ANY(w.tasks) AND coalesce(w.task_versions->>t.name, '') = coalesce(t.current_version, '') AND ${LIVE_WORKER})`,
+         OR NOT ${servedByLiveWorker('t.name', "coalesce(t.current_version, '')")}`,
     [served.map((s) => s.name), served.map((s) => s.version)],
   );
   return new Set(rows.map((r) => r.name));

@@ -83,6 +83,14 @@ const IS_LOST = `last_seen_at < now() - make_interval(secs => lost_after_ms / 10
 export const LIVE_WORKER = `w.state = 'active' AND NOT (w.${IS_LOST})`;
 
 /**
+ * SQL: a live worker serves version `version` of task `task` (both SQL expressions; a worker's task
+ * without a version serves ''). What a claim of a pinned execution needs, so what upgrades, the
+ * current version's drain and the visibility of unserved executions all ask.
+ */
+export const servedByLiveWorker = (task: string, version: string) =>
+  `EXISTS (SELECT 1 FROM stepwise.workers w WHERE ${task} = ANY(w.tasks) AND coalesce(w.task_versions->>${task}, '') = ${version} AND ${LIVE_WORKER})`;
+
+/**
  * Records a worker as active, seen now; returns when it started (the database's time). A worker whose
  * row was forgotten while it was cut off registers again with its first `startedAt`: the upsert keeps
  * whichever row exists, so a registration that races a heartbeat never duplicates the worker.
@@ -154,15 +162,4 @@ export async function countLiveWorkersByTask(db: Db): Promise<Map<string, number
       GROUP BY task`,
   );
   return new Map(rows.map((r) => [r.task, r.workers]));
-}
-
-/** Live workers per task and version they serve ('' for a task defined without one). */
-export async function countLiveWorkersByVersion(db: Db): Promise<Array<{ task: string; version: string; workers: number }>> {
-  return queryRows(
-    db,
-    `SELECT task, coalesce(task_versions->>task, '') AS version, count(*)::int AS workers
-       FROM stepwise.workers, unnest(tasks) AS task
-      WHERE state = 'active' AND NOT (${IS_LOST})
-      GROUP BY 1, 2`,
-  );
 }

@@ -1,7 +1,7 @@
 import { CHANNEL_CHANGED, CHANNEL_WORK, notifyIds } from '../channels';
 import { queryRows, type Db } from '../db';
 import type { ExecutionStatus } from '../../domain/status';
-import { LIVE_WORKER } from '../workers';
+import { servedByLiveWorker } from '../workers';
 
 /**
  * The statuses an execution may move to another version in: pending and waiting ones, which no
@@ -30,8 +30,7 @@ export async function upgradeExecution(db: Db, id: string, version: string): Pro
        SELECT id, task, status, task_version, status = 'running' AND due_at > now() AS held FROM stepwise.executions WHERE id = ? FOR NO KEY UPDATE
      ),
      served AS (
-       SELECT EXISTS (SELECT 1 FROM stepwise.workers w, target t
-                       WHERE t.task = ANY(w.tasks) AND coalesce(w.task_versions->>t.task, '') = ?::text AND ${LIVE_WORKER}) AS ok
+       SELECT ${servedByLiveWorker('t.task', '?::text')} AS ok FROM target t
      ),
      moved AS (
        UPDATE stepwise.executions e SET task_version = ?::text
@@ -56,8 +55,8 @@ export async function upgradeExecution(db: Db, id: string, version: string): Pro
 export async function isVersionServed(db: Db, task: string, version: string): Promise<boolean> {
   const [row] = await queryRows<{ ok: boolean }>(
     db,
-    `SELECT EXISTS (SELECT 1 FROM stepwise.workers w WHERE ? = ANY(w.tasks) AND coalesce(w.task_versions->>?::text, '') = ? AND ${LIVE_WORKER}) AS ok`,
-    [task, task, version],
+    `SELECT ${servedByLiveWorker('t.name', '?::text')} AS ok FROM (SELECT ?::text AS name) t`,
+    [version, task],
   );
   return row.ok;
 }
