@@ -8,6 +8,7 @@ import { acquireDevLock, DataFolderInUseError, type DevLock } from './store/dev-
 import { EmbeddedPostgresError, startEmbeddedPostgres, type EmbeddedPostgresHandle } from './store/embedded';
 import { isMigrated, migrateLatest } from './store/migrate';
 import { Worker } from './engine/worker';
+import { CountFolder } from './engine/count-folder';
 import { RetentionSweeper } from './engine/retention';
 import { loadTasksModule } from './engine/registry';
 import type { TaskDefinition } from './engine/task';
@@ -133,6 +134,10 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
     } else if (!(await isMigrated(db))) {
       throw new StartupError('the database has pending migrations: run `stepwise migrate` first');
     }
+    // Every process folds the execution-count deltas (see CountFolder): any one of them is enough.
+    const folder = new CountFolder({ db, log });
+    folder.start();
+    stops.push(() => folder.stop());
     // LISTEN needs a session of its own: never through a transaction pooler (db.listenUrl).
     const listenUrl = listenUrlOf(config, databaseUrl);
     const registry = createMetricsRegistry();

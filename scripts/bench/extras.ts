@@ -18,6 +18,7 @@ import { costPerExecution } from './cost';
 import { streams } from './streams';
 import { longPolls } from './long-polls';
 import { explainList } from './list-plans';
+import { fillHistory, loadOnBigTable } from './big-table';
 import { flowClaimCost, flowVariants } from './flow';
 import type { ExtraResult } from './extra-result';
 
@@ -218,18 +219,9 @@ async function idleWorker(env: NodeJS.ProcessEnv, seconds = 10): Promise<ExtraRe
  * a one-minute creation range (6,000 executions). Half the executions carry two tags (one of 5,000
  * tenants and one of 5 regions), a third an idempotency key.
  */
-async function listAtScale(env: NodeJS.ProcessEnv, rows: number, samples = 50): Promise<ExtraResult[]> {
+async function listAtScale(env: NodeJS.ProcessEnv, rows: number, reps: number, samples = 50): Promise<ExtraResult[]> {
   const t = await freshDatabase(env);
-  await t.db.raw(
-    `INSERT INTO stepwise.executions (id, task, status, data, created_at, completed_at, attempt, tags, idempotency_key)
-     SELECT gen_random_uuid(), 'task-' || (g % 20), (ARRAY['completed','completed','completed','failed','cancelled','pending','waiting'])[1 + g % 7],
-            jsonb_build_object('n', g), ts, CASE WHEN g % 7 < 5 THEN ts END, 1,
-            CASE WHEN g % 2 = 0 THEN ARRAY['tenant-' || (g / 2 % 5000), 'region-' || (g / 2 % 5)] END,
-            CASE WHEN g % 3 = 0 THEN 'order-' || g END
-       FROM generate_series(1, ?) g, LATERAL (SELECT now() - make_interval(secs => (? - g) / 100.0) AS ts) x`,
-    [rows, rows],
-  );
-  await t.db.raw('VACUUM ANALYZE stepwise.executions');
+  await fillHistory(t.db, rows, (done) => process.stdout.write(`list: ${done.toLocaleString('en')} of ${rows.toLocaleString('en')} rows written\n`));
   const { rows: bounds } = await t.db.raw('SELECT min(created_at) AS first FROM stepwise.executions');
   const rangeStart = new Date((bounds[0].first as Date).getTime() + Math.floor((rows / 100) * 500)); // halfway
   const rangeEnd = new Date(rangeStart.getTime() + 60_000);
@@ -238,6 +230,7 @@ async function listAtScale(env: NodeJS.ProcessEnv, rows: number, samples = 50): 
   const config = loadConfig({ env: {}, overrides: { port, logLevel: 'warn', databaseUrl: t.url } });
   const api = await startApiServer({ config, databaseUrl: t.url, db: t.db, log, registry: createMetricsRegistry() });
   const agent = new http.Agent({ keepAlive: true });
+  let closed = false;
   const measure = async (query: string) => {
     const times: number[] = [];
     let total = 0;
@@ -284,6 +277,10 @@ async function listAtScale(env: NodeJS.ProcessEnv, rows: number, samples = 50): 
           `EXPLAIN ANALYZE ${plan.executionMs} ms; HTTP p50 ${timed.p50} / p99 ${timed.p99} ms`,
       );
     }
+    agent.destroy();
+    await api.close();
+    closed = true;
+    const load = await loadOnBigTable(env, t.db, t.url, rows, reps);
     return [
       {
         label: `list with total at ${rows.toLocaleString('en')} executions`,
@@ -291,10 +288,13 @@ async function listAtScale(env: NodeJS.ProcessEnv, rows: number, samples = 50): 
         values: { rows, none_p50_ms: none.p50, none_p99_ms: none.p99, status_p50_ms: status.p50, status_p99_ms: status.p99, task_p50_ms: task.p50, task_p99_ms: task.p99 },
       },
       { label: `list filters of migration 012 at ${rows.toLocaleString('en')} executions`, summary: lines.join('; '), values: found },
+      load,
     ];
   } finally {
-    agent.destroy();
-    await api.close();
+    if (!closed) {
+      agent.destroy();
+      await api.close();
+    }
     await t.drop();
   }
 }
@@ -374,7 +374,7 @@ export async function runExtras(options: ExtrasOptions): Promise<ExtraResult[]> 
   await attempt('long-polls', `${options.longPolls} concurrent long-polls`, async () => [await longPolls(options.env, options.longPolls, freshDatabase)]);
   await attempt('streams', `${options.longPolls} concurrent streams`, async () => [await streams(options.env, options.longPolls, freshDatabase)]);
   await attempt('idle-worker', 'idle worker', async () => [await idleWorker(options.env)]);
-  await attempt('list', 'list at scale', () => listAtScale(options.env, options.listRows));
+  await attempt('list', 'list at scale', () => listAtScale(options.env, options.listRows, options.reps));
   await attempt('history', 'history at scale', async () => [await historyAtScale(options.env, options.listRows)]);
   await attempt('resume-cost', 'resume cost by history length', async () => [await resumeCost(options.env, freshDatabase)]);
   await attempt('cost', 'cost per execution', async () => [await costPerExecution(options.env, freshDatabase)]);

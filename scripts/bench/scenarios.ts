@@ -177,6 +177,23 @@ async function freshSetup(o: Pick<ScenarioOptions, 'env' | 'spec'>, setup: objec
   return { url, drop: () => withClient(admin, (c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined) };
 }
 
+/**
+ * A database that already holds executions (the list extra's millions), to run S2 or S4 on instead of
+ * a fresh one: the adapter's counts of active and completed rows are taken relative to what it held.
+ */
+export interface ExistingDatabase {
+  url: string;
+  activeBefore: number;
+  completedBefore: number;
+}
+
+/** The adapter's setup on an existing database (it migrates, which is a no-op, and registers tasks); CHECKPOINT. Never dropped. */
+async function existingSetup(o: Pick<ScenarioOptions, 'env' | 'spec'>, on: ExistingDatabase): Promise<{ url: string; drop(): Promise<void> }> {
+  await runChild(o.spec, 'setup', on.url, {}, o.env, 120000);
+  await withClient(serverUrl(o.env, 'postgres'), (c) => c.query('CHECKPOINT'));
+  return { url: on.url, drop: async () => undefined };
+}
+
 async function s1(o: ScenarioOptions, adapter: Adapter, n: number): Promise<Record<string, number>> {
   const { url, drop } = await freshSetup(o);
   try {
@@ -201,8 +218,10 @@ export async function drain(
   n: number,
   kind: string,
   countClaims = false,
+  on?: ExistingDatabase,
 ): Promise<Record<string, number | string | null>> {
-  const { url, drop } = await freshSetup(o, kind === 'noop' || kind === 'steps3' ? {} : { kind });
+  const { url, drop } = on ? await existingSetup(o, on) : await freshSetup(o, kind === 'noop' || kind === 'steps3' ? {} : { kind });
+  const activeBefore = on?.activeBefore ?? 0;
   const c = new pg.Client({ connectionString: url });
   let w: Child | undefined;
   try {
@@ -210,7 +229,8 @@ export async function drain(
     await c.connect();
     await c.query('VACUUM ANALYZE');
     await c.query('CHECKPOINT');
-    const before = await adapter.remaining(c);
+    const remaining = async (client: pg.Client) => (await adapter.remaining(client)) - activeBefore;
+    const before = await remaining(c);
     if (before !== n) throw new Error(`expected ${n} queued, found ${before}`);
     w = new Child(o.spec, 'worker', url, { concurrency: 32, kind, ...(countClaims ? { count: true } : {}) }, o.env);
     let ready: Message | undefined;
@@ -223,7 +243,7 @@ export async function drain(
     let prev: { r: number; t: number } | undefined;
     let rate = 0;
     while (now() < deadline) {
-      const r = await adapter.remaining(c);
+      const r = await remaining(c);
       if (r === 0) {
         tObs = now();
         break;
@@ -239,7 +259,7 @@ export async function drain(
     const tCall = ready.tCall as number;
     w.send({ type: 'stats' });
     const st = await w.waitFor('stats', 30000);
-    const ok = await adapter.succeeded(c, n);
+    const ok = (await adapter.succeeded(c, n)) - (on?.completedBefore ?? 0);
     const lastDb = await adapter.lastCompletion(c);
     const tEnd = lastDb != null && lastDb <= tObs && lastDb > tCall ? lastDb : tObs;
     const elapsed = tEnd - tCall;
@@ -266,8 +286,8 @@ export async function drain(
   }
 }
 
-async function s4(o: ScenarioOptions): Promise<Record<string, number | null>> {
-  const { url, drop } = await freshSetup(o);
+export async function s4(o: Pick<ScenarioOptions, 'env' | 'spec'>, on?: ExistingDatabase): Promise<Record<string, number | null>> {
+  const { url, drop } = on ? await existingSetup(o, on) : await freshSetup(o);
   const w = new Child(o.spec, 'worker', url, { concurrency: 32, kind: 'noop', wantLat: true }, o.env);
   try {
     await w.waitFor('ready', 120000);

@@ -7,7 +7,6 @@ import type { NewExecution, ScheduleResult } from '../store/executions';
 import type { ExecutionRecord } from '../store/rows';
 import type { ExecutionChanges } from './execution-changes';
 import type { ExecutionWaiters } from './execution-waiters';
-import type { FinishedCounts } from './finished-counts';
 import type { CompiledSpec } from './spec';
 import type { TaskSchemaCache } from '../store/task-schemas';
 import type { RouteOptions } from './typed';
@@ -30,8 +29,6 @@ export interface ApiDeps {
   inserts: GroupCommitter<NewExecution, ScheduleResult>;
   /** Reads of single executions that arrive together share one query (see createExecutionReader). */
   reader: GroupCommitter<string, ExecutionRecord | undefined>;
-  /** Finished executions per task and status, recounted in the background (see FinishedCounts). */
-  finishedCounts: FinishedCounts;
   /** Spans of event deliveries; null when tracing is off. */
   tracing: Tracing | null;
 }

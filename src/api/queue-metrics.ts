@@ -1,6 +1,8 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { Db } from '../store/db';
-import { countActiveExecutions, countPendingNotDue } from '../store/tasks';
+import { countExecutionsByTaskAndStatus } from '../store/execution-counts';
+import { countPendingNotDue } from '../store/tasks';
+import { ACTIVE_STATUSES } from '../domain/status';
 import { countVersions, type VersionCount } from '../store/versions';
 
 /** A scrape reads the database at most this often; several scrapers share the answer. */
@@ -21,7 +23,7 @@ export function measureQueue(registry: Registry, db: Db): void {
   let inFlight: Promise<void> | undefined;
   const refresh = async () => {
     if (Date.now() - cached.at < CACHE_MS) return;
-    inFlight ??= Promise.all([countActiveExecutions(db), countPendingNotDue(db), countVersions(db)])
+    inFlight ??= Promise.all([countExecutionsByTaskAndStatus(db, ACTIVE_STATUSES), countPendingNotDue(db), countVersions(db)])
       .then(([rows, notDue, versions]) => {
         cached = { at: Date.now(), rows, notDue, versions };
       })

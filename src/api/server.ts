@@ -17,8 +17,6 @@ import { getSpec } from './spec';
 import { TaskSchemaCache } from '../store/task-schemas';
 import { createInsertBatcher } from './insert-batcher';
 import { createExecutionReader } from './execution-reader';
-import { FinishedCounts } from './finished-counts';
-import { countFinishedExecutions } from '../store/tasks';
 import type { Tracing } from '../telemetry/tracing';
 
 export interface ApiServerDeps {
@@ -144,7 +142,6 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   const unfollow = taskSchemas.follow(listener);
   const listening = startListening(listener, log);
   const spec = getSpec();
-  const finishedCounts = new FinishedCounts({ load: () => countFinishedExecutions(db), log });
   const app = createApiApp({
     config,
     db,
@@ -156,7 +153,6 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     inserts: createInsertBatcher(db),
     reader,
     changes,
-    finishedCounts,
     tracing: deps.tracing ?? null,
     routes: {
       spec,
@@ -199,7 +195,6 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
         waiters.stop();
         changes.stop();
         await closeGracefully(server, 5000);
-        await finishedCounts.pending?.catch(() => undefined);
         unfollow();
         await listener.stop();
       })();

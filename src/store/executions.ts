@@ -5,6 +5,7 @@ import { poolRunner, preparedRows, queryRows, withReadCommitted, type Db, type R
 import { CHANNEL_CHANGED, CHANNEL_CANCEL, CHANNEL_WORK } from './channels';
 import { rowToExecution, toJsonb, type ExecutionRecord, type ExecutionRow } from './rows';
 import { flowKeySql } from './tasks';
+import { maintainedCountSql } from './execution-counts';
 
 /** What a client asks to run. */
 export interface NewExecution {
@@ -337,6 +338,22 @@ function listParts(filter: PartFilter): Array<{ where: string; bindings: unknown
   return [toPart([status("status <> 'running'"), ...common]), toPart([status("status = 'running'"), ...common])];
 }
 
+/**
+ * The list's total. Narrowed by nothing but task and status, it is the maintained count (migration
+ * 018), whose cost does not grow with the table; any other filter counts the rows it matches, through
+ * the index that serves that filter.
+ */
+function totalSql(filter: ListFilter, parts: Array<{ where: string; bindings: unknown[] }>): { sql: string; bindings: unknown[] } {
+  const narrowed = filter.tags?.length || filter.idempotencyKey !== undefined || filter.parentId !== undefined;
+  if (!narrowed && filter.createdAfter === undefined && filter.createdBefore === undefined) {
+    return maintainedCountSql({ task: filter.task, status: filter.status });
+  }
+  return {
+    sql: parts.map((p) => `(SELECT count(*) FROM stepwise.executions WHERE ${p.where})`).join(' + '),
+    bindings: parts.flatMap((p) => p.bindings),
+  };
+}
+
 /** The statement of listExecutions (exported for the tests that read its plans). */
 export function listStatement(filter: ListFilter): { sql: string; bindings: unknown[] } {
   const parts = listParts(filter);
@@ -355,12 +372,10 @@ export function listStatement(filter: ListFilter): { sql: string; bindings: unkn
     from = `(${ranges.join(' UNION ALL ')}) u`;
   }
   bindings.push(filter.limit, filter.offset);
-  const counts = parts.map((p) => {
-    bindings.push(...p.bindings);
-    return `(SELECT count(*) FROM stepwise.executions WHERE ${p.where})`;
-  });
+  const total = totalSql(filter, parts);
+  bindings.push(...total.bindings);
   const sql = `WITH page AS (SELECT * FROM ${from} ${order} LIMIT ? OFFSET ?),
-     total AS (SELECT (${counts.join(' + ')})::bigint AS total)
+     total AS (SELECT (${total.sql})::bigint AS total)
      SELECT page.*, total.total FROM total LEFT JOIN page ON true
       ORDER BY page.created_at ${dir}, page.id ${dir}`;
   return { sql, bindings };

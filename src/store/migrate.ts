@@ -16,6 +16,7 @@ import * as m014 from './migrations/014-webhooks';
 import * as m015 from './migrations/015-flow-control';
 import * as m016 from './migrations/016-task-versions';
 import * as m017 from './migrations/017-trace-context';
+import * as m018 from './migrations/018-execution-counts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -41,6 +42,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['015-flow-control', m015],
   ['016-task-versions', m016],
   ['017-trace-context', m017],
+  ['018-execution-counts', m018],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {

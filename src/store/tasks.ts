@@ -159,37 +159,6 @@ export async function listTasks(db: Db): Promise<TaskRecord[]> {
   return rows.map(rowToTask);
 }
 
-export interface StatusCount {
-  task: string;
-  status: string;
-  count: number;
-}
-
-/**
- * Finished executions (completed, failed, cancelled) per task and status. This reads every finished
- * row the retention period keeps, so its cost grows with the history: the API recounts it in the
- * background and serves the last count (see FinishedCounts).
- */
-export async function countFinishedExecutions(db: Db): Promise<StatusCount[]> {
-  return queryRows(db, `SELECT task, status, count(*)::int AS count FROM stepwise.executions WHERE status IN (${TERMINAL_STATUS_LIST}) GROUP BY task, status`);
-}
-
-/**
- * Active executions (pending, running, waiting) per task and status. Cheap: it reads only active rows,
- * pending and waiting ones through the (status, created_at, id) index and running ones through the
- * running index (see migration 003), however many finished executions the table holds.
- */
-export async function countActiveExecutions(db: Db): Promise<StatusCount[]> {
-  return queryRows(
-    db,
-    `SELECT task, status, count(*)::int AS count FROM (
-       SELECT task, status FROM stepwise.executions WHERE status IN ('pending','waiting')
-       UNION ALL
-       SELECT task, status FROM stepwise.executions WHERE status = 'running'
-     ) a GROUP BY task, status`,
-  );
-}
-
 /**
  * Pending executions that are not due yet: scheduled with a later `start_at`, or backing off before a
  * retry. They wait for a time, not for a worker, so the queue-depth metric counts them apart.

@@ -1,0 +1,59 @@
+import type { Logger } from '../logger';
+import type { Db } from '../store/db';
+import { isDatabaseUnavailable } from '../store/db-errors';
+import { foldExecutionCounts } from '../store/execution-counts';
+
+export interface CountFolderOptions {
+  db: Db;
+  log: Logger;
+  /** Time between folds (default one second); the first comes after a random part of it. */
+  intervalMs?: number;
+}
+
+/**
+ * Folds the execution-count deltas into the counts (foldExecutionCounts) on an interval, so a count
+ * reads the few rows written since the last fold rather than all written since the table began. Every
+ * API and worker process runs one: folds never conflict, and counts stay exact whether or not any
+ * process folds (a reader sums what is left), so a missed fold costs only a slower count.
+ */
+export class CountFolder {
+  private readonly intervalMs: number;
+  private timer: NodeJS.Timeout | undefined;
+  private folding: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(private readonly options: CountFolderOptions) {
+    this.intervalMs = options.intervalMs ?? 1000;
+  }
+
+  start(): void {
+    if (this.stopped || this.timer) return;
+    this.arm(Math.floor(Math.random() * this.intervalMs));
+  }
+
+  /** Stops folding; resolves once a fold in progress has ended. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.folding;
+  }
+
+  private arm(delayMs: number): void {
+    this.timer = setTimeout(() => {
+      this.folding = this.fold().finally(() => {
+        this.folding = undefined;
+        if (!this.stopped) this.arm(this.intervalMs);
+      });
+    }, delayMs);
+    this.timer.unref();
+  }
+
+  private async fold(): Promise<void> {
+    try {
+      await foldExecutionCounts(this.options.db);
+    } catch (err) {
+      // The database being away is logged by whoever needs it; a fold simply waits for the next turn.
+      if (!isDatabaseUnavailable(err)) this.options.log.warn({ err: (err as Error).message }, 'folding execution counts failed');
+    }
+  }
+}
