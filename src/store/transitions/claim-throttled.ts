@@ -69,10 +69,11 @@ export async function claimThrottledExecutions(
   // One round trip: BEGIN, the lock (its outcome kept in a transaction-local setting the claim
   // reads), the claim in a statement of its own, whose snapshot is taken after the lock, and COMMIT.
   const query = throttledClaimQuery(isBehindTransactionPooler(db), task, statement, args, completions);
+  const sent = Date.now();
   const { rows: results, finished } = await simpleRowsBeforeCommit(db, query.build, query.onFailure);
   const rows = results[results.length - 1] as ThrottledRow[];
   const completed = new Set(completions.length > 0 ? (results[0] as Array<{ id: string }>).map((r) => r.id) : []);
-  const claimed = rows.filter((r) => r.id !== null && r.id !== undefined).map((r) => toClaimed(r as ClaimRow));
+  const claimed = rows.filter((r) => r.id !== null && r.id !== undefined).map((r) => toClaimed(sent)(r as ClaimRow));
   const summary = rows[0];
   if (!summary) return { ...none, committed: finished, completed };
   // Held back: fewer than the worker could start at once (prefetch room left empty is no throttling).

@@ -53,9 +53,11 @@ export interface ClaimedExecution {
   /** The database's clock at the claim, for comparing durable deadlines without clock skew. */
   claimedAt: Date;
   /**
-   * The local clock when the claim's rows arrived: with `claimedAt`, the database's time later on is
-   * claimedAt + (now - claimedLocally). Taken on arrival, not when a handler starts, which a prefetched
-   * execution may do much later: durable deadlines would then come early by that wait.
+   * The local clock just before the claim was sent: with `claimedAt`, the database's time later on is
+   * at most claimedAt + (now - claimedLocally). The database read its clock after this instant, so the
+   * estimate never runs behind it, and a durable deadline set from it may come late by the claim's
+   * round trip, never early. Taken then, not on arrival (a busy event loop reads rows late) nor when a
+   * handler starts, which a prefetched execution may do much later.
    */
   claimedLocally: number;
   /** When the execution could first start: when it was scheduled, or the later `start_at` it asked for. */
@@ -78,8 +80,9 @@ export interface ClaimedExecution {
 export async function claimExecutions(db: Db, tasks: readonly ClaimTask[], limit: number, leaseMs: number, workerId: string | null = null): Promise<ClaimedExecution[]> {
   if (limit <= 0 || tasks.length === 0) return [];
   const statements = claimStatements(tasks);
+  const sent = Date.now();
   const rows = await preparedRows<ClaimRow>(db, statements.claimName, statements.claimSql, [limit, leaseMs / 1000, workerId]);
-  return rows.map(toClaimed);
+  return rows.map(toClaimed(sent));
 }
 
 /**
@@ -97,8 +100,9 @@ export async function claimExecutionsBeforeCommit(
 ): Promise<{ claimed: ClaimedExecution[]; committed: Promise<void> }> {
   if (limit <= 0 || tasks.length === 0) return { claimed: [], committed: Promise.resolve() };
   const statements = claimStatements(tasks);
+  const sent = Date.now();
   const { rows, commit } = await preparedRowsBeforeCommit<ClaimRow>(db, statements.claimName, statements.claimSql, [limit, leaseMs / 1000, workerId]);
-  return { claimed: rows.map(toClaimed), committed: commit };
+  return { claimed: rows.map(toClaimed(sent)), committed: commit };
 }
 
 /** Instants come as epoch milliseconds: a number parses in a fraction of a timestamp's time. */
@@ -164,7 +168,8 @@ export function claimStatements(tasks: readonly ClaimTask[]): ClaimStatements {
   return statements;
 }
 
-export const toClaimed = (r: ClaimRow): ClaimedExecution => ({
+/** Maps a claimed row, for a claim sent at `sent` on the local clock. */
+export const toClaimed = (sent: number) => (r: ClaimRow): ClaimedExecution => ({
   execution: {
     id: r.id,
     task: r.task,
@@ -179,7 +184,7 @@ export const toClaimed = (r: ClaimRow): ClaimedExecution => ({
   },
   previousStatus: r.previous_status,
   claimedAt: new Date(r.claimed_ms),
-  claimedLocally: Date.now(),
+  claimedLocally: sent,
   readyAt: new Date(r.ready_ms),
   startedAt: new Date(r.started_ms),
   scheduledFor: new Date(r.scheduled_ms),
@@ -291,6 +296,7 @@ export async function completeAndClaimBeforeCommit(
   }
   // One row at least (the LEFT JOIN), carrying the completed ids (comma-separated) on the first row only.
   const statements = claimStatements(tasks);
+  const sent = Date.now();
   const { rows, commit } = await preparedRowsBeforeCommit<Partial<ClaimRow> & { completed_ids: string | null }>(
     db,
     statements.completeName,
@@ -300,7 +306,7 @@ export async function completeAndClaimBeforeCommit(
   const completedIds = rows[0]?.completed_ids;
   return {
     completed: new Set(completedIds ? completedIds.split(',') : []),
-    claimed: rows.filter((r) => r.id !== null && r.id !== undefined).map((r) => toClaimed(r as ClaimRow)),
+    claimed: rows.filter((r) => r.id !== null && r.id !== undefined).map((r) => toClaimed(sent)(r as ClaimRow)),
     committed: commit,
   };
 }
