@@ -306,7 +306,9 @@ type PartFilter = Omit<ListFilter, 'limit' | 'offset' | 'order'>;
  */
 function commonConditions(filter: PartFilter): Condition[] {
   const conditions: Condition[] = [];
-  if (filter.task !== undefined) conditions.push({ sql: 'task = ?', bindings: [filter.task] });
+  if (filter.task !== undefined) {
+    conditions.push(ordersByTask(filter) ? { sql: 'task >= ? AND task <= ?', bindings: [filter.task, filter.task] } : { sql: 'task = ?', bindings: [filter.task] });
+  }
   if (filter.tags !== undefined && filter.tags.length > 0) conditions.push({ sql: 'tags @> ?::text[]', bindings: [[...filter.tags]] });
   if (filter.createdAfter !== undefined) conditions.push({ sql: 'created_at >= ?::timestamptz', bindings: [filter.createdAfter.toISOString()] });
   if (filter.createdBefore !== undefined) conditions.push({ sql: 'created_at < ?::timestamptz', bindings: [filter.createdBefore.toISOString()] });
@@ -354,11 +356,24 @@ function totalSql(filter: ListFilter, parts: Array<{ where: string; bindings: un
   };
 }
 
+/**
+ * Whether a list's parts go by the task index in task order: a task and no status, parent or key.
+ * `task = ?` would leave the planner free to walk the creation index instead and filter, reading every
+ * other task's rows on the way (its estimate differs by a hair; at ten million rows, a task holding
+ * one execution in twenty took 28 ms that way against 4 ms through its own index). The planner drops
+ * a sort column that an equality fixes, so the task is asked for as a range of one value, and ordered
+ * by first: then only (task, created_at, id) yields the order without sorting the task's every row.
+ */
+function ordersByTask(filter: PartFilter): boolean {
+  return filter.task !== undefined && filter.status === undefined && filter.idempotencyKey === undefined && filter.parentId === undefined;
+}
+
 /** The statement of listExecutions (exported for the tests that read its plans). */
 export function listStatement(filter: ListFilter): { sql: string; bindings: unknown[] } {
   const parts = listParts(filter);
   const dir = filter.order === 'asc' ? 'ASC' : 'DESC';
   const order = `ORDER BY created_at ${dir}, id ${dir}`;
+  const partOrder = ordersByTask(filter) ? `ORDER BY task ${dir}, created_at ${dir}, id ${dir}` : order;
   const bindings: unknown[] = [];
   let from: string;
   if (parts.length === 1) {
@@ -367,7 +382,7 @@ export function listStatement(filter: ListFilter): { sql: string; bindings: unkn
   } else {
     const ranges = parts.map((p) => {
       bindings.push(...p.bindings, filter.offset + filter.limit);
-      return `(SELECT * FROM stepwise.executions WHERE ${p.where} ${order} LIMIT ?)`;
+      return `(SELECT * FROM stepwise.executions WHERE ${p.where} ${partOrder} LIMIT ?)`;
     });
     from = `(${ranges.join(' UNION ALL ')}) u`;
   }

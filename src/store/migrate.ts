@@ -17,6 +17,7 @@ import * as m015 from './migrations/015-flow-control';
 import * as m016 from './migrations/016-task-versions';
 import * as m017 from './migrations/017-trace-context';
 import * as m018 from './migrations/018-execution-counts';
+import * as m019 from './migrations/019-task-status-index';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -43,6 +44,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['016-task-versions', m016],
   ['017-trace-context', m017],
   ['018-execution-counts', m018],
+  ['019-task-status-index', m019],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {
