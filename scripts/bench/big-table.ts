@@ -3,7 +3,8 @@
 // executions, almost all finished, filled by fillHistory.
 import pg from 'pg';
 import type { Db } from '../../src/store/db';
-import { deleteFinishedExecutions } from '../../src/store/retention';
+import { RetentionSweeper } from '../../src/engine/retention';
+import { createLogger } from '../../src/logger';
 import { drain, loadAdapter, percentile, s4, type ExistingDatabase } from './scenarios';
 import type { ExtraResult } from './extra-result';
 
@@ -36,6 +37,8 @@ export async function fillHistory(db: Db, rows: number, progress?: (done: number
   await db.raw('VACUUM ANALYZE stepwise.executions');
 }
 
+const log = createLogger({ level: 'warn', pretty: false });
+
 const ratio = (a: number | null | undefined, b: number | null | undefined) => (a != null && b ? Math.round((a / b) * 100) / 100 : null);
 
 /** What the adapter counts as active and completed in the big table now (drains add to it). */
@@ -51,25 +54,9 @@ async function existing(url: string): Promise<ExistingDatabase> {
 }
 
 /**
- * Deletes finished executions created before `cutoff` in batches of 1,000 back to back, as a
- * sweeping worker does, until `stop` resolves; returns how many it deleted.
- */
-async function sweepUntil(db: Db, cutoff: Date, stop: Promise<unknown>): Promise<number> {
-  let stopped = false;
-  void stop.finally(() => (stopped = true));
-  let deleted = 0;
-  while (!stopped) {
-    const n = await deleteFinishedExecutions(db, cutoff, 1000);
-    deleted += n;
-    if (n === 0) break;
-  }
-  return deleted;
-}
-
-/**
  * S2 (drain 10,000 no-op executions) and S4 (schedule → start over HTTP) on an empty database and on
- * the big one, `reps` times each, interleaved; then S4 on the big one while retention deletes its
- * oldest tenth. Medians; the ratios are big / empty, and S4 under retention / S4 on the big table.
+ * the big one, `reps` times each, interleaved; then S4 on the big one while a retention sweep deletes
+ * its oldest tenth (the sweep starts as S4 sets up, and stops when it ends). Medians; the ratios are big / empty, and S4 under retention / S4 on the big table.
  */
 export async function loadOnBigTable(env: NodeJS.ProcessEnv, db: Db, url: string, rows: number, reps: number): Promise<ExtraResult> {
   const o = { env, spec: 'stepwise' };
@@ -87,11 +74,12 @@ export async function loadOnBigTable(env: NodeJS.ProcessEnv, db: Db, url: string
     start.empty.push([e.start_p50_ms ?? NaN, e.start_p99_ms ?? NaN]);
     const b = await s4(o, await existing(url));
     start.big.push([b.start_p50_ms ?? NaN, b.start_p99_ms ?? NaN]);
-    let done!: () => void;
-    const finished = new Promise<void>((resolve) => (done = resolve));
-    const sweeping = sweepUntil(db, cutoff, finished);
-    const w = await s4(o, await existing(url)).finally(done);
-    swept.push(await sweeping);
+    // The sweeper as every worker runs it, paced, from the moment S4's worker is up until S4 ends.
+    let deleted = 0;
+    const sweeper = new RetentionSweeper({ db, log, keepFinishedMs: Date.now() - cutoff.getTime(), onDeleted: (n) => (deleted += n) });
+    void sweeper.sweep();
+    const w = await s4(o, await existing(url)).finally(() => sweeper.stop());
+    swept.push(deleted);
     start.retention.push([w.start_p50_ms ?? NaN, w.start_p99_ms ?? NaN]);
   }
   const med = (xs: number[]) => percentile(xs, 50) ?? NaN;

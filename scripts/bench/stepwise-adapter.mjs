@@ -237,16 +237,26 @@ export function make(variant) {
       };
     },
 
+    // Active rows through the indexes that hold them (running ones apart, see migration 003): on the
+    // list extra's ten million rows, one count over all three statuses scanned the table for 3 s.
     async remaining(c) {
-      const { rows } = await c.query(`select count(*)::int as n from stepwise.executions where status in ('pending','running','waiting')`);
+      const { rows } = await c.query(
+        `select (select count(*) from stepwise.executions where status in ('pending','waiting'))::int
+              + (select count(*) from stepwise.executions where status = 'running')::int as n`,
+      );
       return rows[0].n;
     },
     async succeeded(c) {
       const { rows } = await c.query(`select count(*)::int as n from stepwise.executions where status = 'completed'`);
       return rows[0].n;
     },
-    async lastCompletion(c) {
-      const { rows } = await c.query(`select extract(epoch from max(completed_at))*1000 as t from stepwise.executions`);
+    // `createdAfter` (epoch ms) bounds the read to the run's own executions on a table that held
+    // millions before it.
+    async lastCompletion(c, createdAfter = 0) {
+      const { rows } = await c.query(
+        `select extract(epoch from max(completed_at))*1000 as t from stepwise.executions where created_at >= to_timestamp($1 / 1000.0) and status <> 'running'`,
+        [createdAfter],
+      );
       return rows[0].t == null ? null : Number(rows[0].t);
     },
     async doneAmong(c, ids) {

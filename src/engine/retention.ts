@@ -16,6 +16,12 @@ export interface RetentionSweeperOptions {
   batchSize?: number;
   /** Called with the number of executions each batch deleted. */
   onDeleted?: (count: number) => void;
+  /**
+   * The share of one connection's time a sweep may keep busy (default 0.25): after each batch it
+   * pauses for (1 / busyShare - 1) times as long as the batch took, so a large backlog is deleted at
+   * a pace that leaves the database to the executions. 1 sweeps without pausing.
+   */
+  busyShare?: number;
   now?: () => number;
 }
 
@@ -34,11 +40,16 @@ export class RetentionSweeper {
   private timer: NodeJS.Timeout | undefined;
   private sweeping: Promise<number> | undefined;
   private stopped = false;
+  private readonly pauseFactor: number;
+  private wakeFromPause: (() => void) | undefined;
 
   constructor(private readonly options: RetentionSweeperOptions) {
     this.intervalMs = options.intervalMs ?? 60_000;
     this.batchSize = options.batchSize ?? 1000;
     this.now = options.now ?? Date.now;
+    const share = options.busyShare ?? 0.25;
+    if (!(share > 0 && share <= 1)) throw new RangeError(`busyShare must be in (0, 1], not ${share}`);
+    this.pauseFactor = 1 / share - 1;
   }
 
   start(): void {
@@ -51,6 +62,7 @@ export class RetentionSweeper {
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    this.wakeFromPause?.();
     await this.sweeping;
   }
 
@@ -69,16 +81,32 @@ export class RetentionSweeper {
     this.timer.unref();
   }
 
+  /** Waits `ms`, or less if the sweeper is stopped meanwhile. */
+  private pause(ms: number): Promise<void> {
+    if (ms <= 0 || this.stopped) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wakeFromPause = done;
+    }).finally(() => (this.wakeFromPause = undefined));
+  }
+
   private async deleteAll(): Promise<number> {
     const { db, log, keepFinishedMs, onDeleted } = this.options;
     const cutoff = new Date(this.now() - keepFinishedMs);
     let total = 0;
     try {
       for (;;) {
+        const started = performance.now();
         const deleted = await deleteFinishedExecutions(db, cutoff, this.batchSize);
         total += deleted;
         if (deleted > 0) onDeleted?.(deleted);
         if (deleted < this.batchSize || this.stopped) break;
+        await this.pause((performance.now() - started) * this.pauseFactor);
+        if (this.stopped) break;
       }
       // Webhook deliveries that are over (delivered or failed) go after the same period, from their creation.
       for (let deliveries = this.batchSize; deliveries === this.batchSize && !this.stopped; ) {

@@ -117,6 +117,26 @@ describe('retention: finished executions are deleted once past the retention per
     expect((await exists([after])).size).toBe(1);
   });
 
+  test('a sweep pauses between batches in proportion to their time, and stop() cuts the pause short', async () => {
+    const task = uniqueTask('retention-paced');
+    const old = [];
+    // Older than any other test's executions, so that this sweep takes only these.
+    for (let i = 0; i < 6; i++) old.push(await executionIn(task, 'completed', ago(1000 * DAY), ago(1000 * DAY)));
+    const counts: number[] = [];
+    // A batch of this size takes a millisecond or more, so the pause after it lasts seconds.
+    const sweeper = new RetentionSweeper({ db: api.db, log: quietLog, keepFinishedMs: 999 * DAY, batchSize: 2, busyShare: 0.0002, onDeleted: (n) => counts.push(n) });
+    const sweeping = sweeper.sweep();
+    await waitUntil(() => counts.length === 1, 'the first batch', 5000);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(counts).toEqual([2]); // still pausing
+    const stopAsked = performance.now();
+    await sweeper.stop();
+    expect(performance.now() - stopAsked).toBeLessThan(1000);
+    expect(await sweeping).toBe(2);
+    expect((await exists(old)).size).toBe(4);
+    expect(() => new RetentionSweeper({ db: api.db, log: quietLog, keepFinishedMs: DAY, busyShare: 0 })).toThrow(RangeError);
+  });
+
   test('over the API, a deleted execution is not found, and its idempotency key schedules a new one', async () => {
     const task = uniqueTask('retention-api');
     await registerTask(api.db, task);
