@@ -219,7 +219,7 @@ async function idleWorker(env: NodeJS.ProcessEnv, seconds = 10): Promise<ExtraRe
  * a one-minute creation range (6,000 executions). Half the executions carry two tags (one of 5,000
  * tenants and one of 5 regions), a third an idempotency key.
  */
-async function listAtScale(env: NodeJS.ProcessEnv, rows: number, reps: number, samples = 50): Promise<ExtraResult[]> {
+async function listAtScale(env: NodeJS.ProcessEnv, rows: number, reps: number, samples = 200): Promise<ExtraResult[]> {
   const t = await freshDatabase(env);
   await fillHistory(t.db, rows, (done) => process.stdout.write(`list: ${done.toLocaleString('en')} of ${rows.toLocaleString('en')} rows written\n`));
   const { rows: bounds } = await t.db.raw('SELECT min(created_at) AS first FROM stepwise.executions');

@@ -382,14 +382,17 @@ export function listStatement(filter: ListFilter): { sql: string; bindings: unkn
   } else {
     const ranges = parts.map((p) => {
       bindings.push(...p.bindings, filter.offset + filter.limit);
-      return `(SELECT * FROM stepwise.executions WHERE ${p.where} ${partOrder} LIMIT ?)`;
+      return `(SELECT id, created_at FROM stepwise.executions WHERE ${p.where} ${partOrder} LIMIT ?)`;
     });
     from = `(${ranges.join(' UNION ALL ')}) u`;
   }
   bindings.push(filter.limit, filter.offset);
   const total = totalSql(filter, parts);
   bindings.push(...total.bindings);
-  const sql = `WITH page AS (SELECT * FROM ${from} ${order} LIMIT ? OFFSET ?),
+  // The page's ids first, then its rows: a deep page steps over offset rows as index entries (often
+  // without touching the table), not as whole rows with their data.
+  const sql = `WITH ids AS (SELECT id, created_at FROM ${from} ${order} LIMIT ? OFFSET ?),
+     page AS (SELECT e.* FROM ids JOIN stepwise.executions e ON e.id = ids.id),
      total AS (SELECT (${total.sql})::bigint AS total)
      SELECT page.*, total.total FROM total LEFT JOIN page ON true
       ORDER BY page.created_at ${dir}, page.id ${dir}`;
@@ -398,8 +401,8 @@ export function listStatement(filter: ListFilter): { sql: string; bindings: unkn
 
 /**
  * A page ordered by (created_at, id), so equal timestamps never make pages skip or repeat rows. Each part
- * of the table (listParts) yields its first offset + limit rows in that order from its index, and the
- * page is taken from their merge; the total is the sum of the parts' counts. Page and total come from
+ * of the table (listParts) yields the ids of its first offset + limit rows in that order from its index,
+ * and the page is the rows of the ids taken from their merge; the total is the sum of the parts' counts. Page and total come from
  * one statement, hence one snapshot, in one round trip (an offset past the end still returns the total).
  */
 export async function listExecutions(db: Db, filter: ListFilter): Promise<ListPage> {
