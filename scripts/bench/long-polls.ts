@@ -32,15 +32,28 @@ function rssBytes(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) * 1024;
 }
 
+/** V8's heap spaces after a collection: bytes live and bytes in RAM, by space name. */
+type HeapSpaces = Record<string, { used: number; physical: number }>;
+interface CollectedMemory extends NodeJS.MemoryUsage {
+  /** RAM held by V8's heap, live or not (its young generation stays as large as the last burst made it). */
+  heapPhysical: number;
+  newSpacePhysical: number;
+}
+
 /** The child's memory after it collected its garbage (see memory-probe.cjs). */
-function collectedMemory(child: ChildProcess): Promise<NodeJS.MemoryUsage> {
+function collectedMemory(child: ChildProcess): Promise<CollectedMemory> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('no memory report from stepwise serve (is memory-probe.cjs preloaded?)')), 30000);
-    const onMessage = (m: { memory?: NodeJS.MemoryUsage }) => {
+    const onMessage = (m: { memory?: NodeJS.MemoryUsage; spaces?: HeapSpaces }) => {
       if (!m.memory) return;
       clearTimeout(timer);
       child.off('message', onMessage);
-      resolve(m.memory);
+      const spaces = Object.values(m.spaces ?? {});
+      resolve({
+        ...m.memory,
+        heapPhysical: spaces.reduce((sum, space) => sum + space.physical, 0),
+        newSpacePhysical: m.spaces?.new_space?.physical ?? 0,
+      });
     };
     child.on('message', onMessage);
     child.send('memory');
@@ -111,6 +124,8 @@ export async function longPolls(env: NodeJS.ProcessEnv, n: number, freshDatabase
     let answered = 0;
     let correct = 0;
     let failed = 0;
+    /** Why connections failed, by message (a handful of distinct ones at most). */
+    const failures = new Map<string, number>();
     const polls: Promise<void>[] = [];
     // Clients connect in waves of 500, as real ones would, rather than overflowing the listen backlog.
     for (let i = 0; i < ids.length; i += 500) {
@@ -122,7 +137,11 @@ export async function longPolls(env: NodeJS.ProcessEnv, n: number, freshDatabase
               const body = r.body as { execution_id?: string; status?: string; output?: unknown };
               if (r.status === 200 && body.execution_id === id && body.status === 'completed' && body.output === id) correct += 1;
             },
-            () => void (failed += 1),
+            (err: Error) => {
+              failed += 1;
+              const why = `${(err as NodeJS.ErrnoException).code ?? err.name}: ${err.message}`.slice(0, 200);
+              failures.set(why, (failures.get(why) ?? 0) + 1);
+            },
           ),
         );
       }
@@ -170,12 +189,18 @@ export async function longPolls(env: NodeJS.ProcessEnv, n: number, freshDatabase
       heap_used_above_idle_mib: round1(heapAbove / MiB),
       heap_per_waiter_kib: round1(heapAbove / Math.max(1, waiters) / 1024),
       outside_heap_per_waiter_kib: round1((rssAbove - heapAbove) / Math.max(1, waiters) / 1024),
+      // Of the RSS above idle: V8's heap in RAM (live or slack), its young generation, and the rest (Node, libuv, malloc).
+      heap_physical_above_idle_mib: round1((heldMemory.heapPhysical - idle.heapPhysical) / MiB),
+      new_space_physical_idle_mib: round1(idle.newSpacePhysical / MiB),
+      new_space_physical_held_mib: round1(heldMemory.newSpacePhysical / MiB),
+      outside_v8_heap_above_idle_mib: round1((rssAbove - (heldMemory.heapPhysical - idle.heapPhysical)) / MiB),
       target_per_10k_mib: TARGET_MIB_PER_10K,
       meets_target: per10k(rssAbove) < TARGET_MIB_PER_10K,
       held: waiters,
       answered,
       correct,
       failed,
+      failures: [...failures].map(([why, count]) => `${count} × ${why}`).join('; '),
       all_answered_ms: allAnsweredMs,
     };
     return {

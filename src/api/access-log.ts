@@ -1,5 +1,5 @@
 import type { Logger } from '../logger';
-import { matchedRoute, type RequestObserver } from './request-observers';
+import type { RequestObserver } from './request-observers';
 
 /**
  * One log line per request: method, route template, status and duration under the request id.
@@ -8,10 +8,10 @@ import { matchedRoute, type RequestObserver } from './request-observers';
  * log nothing, and the schedule path should not pay for a line nobody reads.
  */
 export function logRequests(log: Logger): RequestObserver {
-  return (ctx, durationMs) => {
-    const failed = ctx.status >= 500;
+  return (request, durationMs) => {
+    const failed = request.status >= 500;
     if (!failed && !log.isLevelEnabled('debug')) return;
-    const fields = { requestId: ctx.state.requestId, method: ctx.method, route: matchedRoute(ctx), status: ctx.status, durationMs: Math.round(durationMs) };
+    const fields = { requestId: request.requestId, method: request.method, route: request.route, status: request.status, durationMs: Math.round(durationMs) };
     if (failed) log.warn(fields, 'request completed');
     else log.debug(fields, 'request completed');
   };

@@ -20,31 +20,47 @@ function toEnvelope(err: AppError): ErrorEnvelope {
   return { error };
 }
 
+/** An error as the client sees it: status, envelope and the headers it adds (Retry-After). */
+export interface ErrorAnswer {
+  status: number;
+  body: ErrorEnvelope;
+  headers: Readonly<Record<string, string>>;
+}
+
 /**
- * The one place that turns errors into responses. An AppError is shown as it is; a database that
+ * The one place that turns errors into answers. An AppError is shown as it is; a database that
  * cannot be reached becomes 503 with Retry-After; anything else is a 500 with a generic message, and
  * a description (type, SQLSTATE, message without SQL) goes to the log under the request id, never to
- * the client; the stack is logged at debug level only. An envelope is never cached (`no-store`, even
- * where an asset that failed half-way had set its own caching).
+ * the client; the stack is logged at debug level only. Koa-free: a long-poll answered outside Koa
+ * (detached-responses.ts) answers its errors with it too.
+ */
+export function toErrorAnswer(log: Logger, requestId: string, err: unknown): ErrorAnswer {
+  let exposed: AppError;
+  if (err instanceof AppError) exposed = err;
+  else if (isDatabaseUnavailable(err)) {
+    log.warn({ requestId, ...describeError(err) }, 'database unavailable');
+    exposed = new ServiceUnavailableError();
+  } else {
+    // No stack and no SQL in log lines; the stack only when debugging.
+    log.error({ requestId, ...describeError(err) }, 'request failed');
+    log.debug({ requestId, stack: (err as Error)?.stack }, 'request failed: stack');
+    exposed = new AppError('internal_error', 500, 'an internal error occurred');
+  }
+  return { status: exposed.status, body: toEnvelope(exposed), headers: exposed.headers ?? {} };
+}
+
+/**
+ * Answers a failed request with toErrorAnswer. An envelope is never cached (`no-store`, even where an
+ * asset that failed half-way had set its own caching).
  */
 export function handleErrors(log: Logger): Middleware<ApiState> {
   const answerError = (ctx: ApiContext, err: unknown) => {
-    let exposed: AppError;
-    if (err instanceof AppError) exposed = err;
-    else if (isDatabaseUnavailable(err)) {
-      log.warn({ requestId: ctx.state.requestId, ...describeError(err) }, 'database unavailable');
-      exposed = new ServiceUnavailableError();
-    } else {
-      // No stack and no SQL in log lines; the stack only when debugging.
-      log.error({ requestId: ctx.state.requestId, ...describeError(err) }, 'request failed');
-      log.debug({ requestId: ctx.state.requestId, stack: (err as Error)?.stack }, 'request failed: stack');
-      exposed = new AppError('internal_error', 500, 'an internal error occurred');
-    }
-    ctx.status = exposed.status;
-    ctx.body = toEnvelope(exposed);
-    for (const [name, value] of Object.entries(exposed.headers ?? {})) ctx.set(name, value);
+    const answer = toErrorAnswer(log, ctx.state.requestId, err);
+    ctx.status = answer.status;
+    ctx.body = answer.body;
+    for (const [name, value] of Object.entries(answer.headers)) ctx.set(name, value);
     ctx.set('Cache-Control', 'no-store');
   };
-  // A .catch, not an awaiting frame: a parked long-poll holds one small callback here, not a suspended function.
+  // A .catch, not an awaiting frame: a request in flight holds one small callback here, not a suspended function.
   return (ctx, next) => next().catch((err: unknown) => answerError(ctx, err));
 }

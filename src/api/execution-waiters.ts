@@ -8,9 +8,21 @@ import type { ExecutionRecord } from '../store/rows';
 import { createExecutionReader } from './execution-reader';
 import { TimeoutLists } from './timeout-lists';
 
-/** Resolves with the terminal execution, or undefined on timeout, cancel or shutdown. */
+/** Told once that a long-poll's wait ended (see PendingWait.whenDone). */
+export interface WaitEnd {
+  waitEnded(execution: ExecutionRecord | undefined): void;
+}
+
+/** A long-poll's wait: it ends with the terminal execution, or undefined on timeout, cancel or shutdown. */
 export interface PendingWait {
-  done: Promise<ExecutionRecord | undefined>;
+  /**
+   * Tells `end` when the wait ends, or at once if it has ended already; one `end` per wait. An object
+   * rather than a promise: a parked long-poll is then one object here, not a promise, its reactions
+   * and their closures.
+   */
+  whenDone(end: WaitEnd): void;
+  /** The same as a promise, for callers that hold no thousands of waits (whenDone, so at most once). */
+  readonly done: Promise<ExecutionRecord | undefined>;
   /** Stops waiting (the client went away, or the answer is already known). */
   cancel(): void;
 }
@@ -39,6 +51,17 @@ export interface ExecutionWaitersOptions {
 }
 
 /**
+ * The subscribers of one execution id. Most ids have one (a long-poll each on 10,000 executions), kept
+ * as itself rather than in a Set of its own; a Set once a second one comes.
+ */
+type Followers = ExecutionSubscriber | Set<ExecutionSubscriber>;
+
+/** A copy, so a subscriber may unsubscribe while the list is walked. */
+function listOf(followers: Followers): ExecutionSubscriber[] {
+  return followers instanceof Set ? [...followers] : [followers];
+}
+
+/**
  * The fan-out of long-polls and streams. All subscribers of a process share one LISTEN connection on
  * CHANNEL_CHANGED and CHANNEL_PROGRESS (payloads: comma-separated ids) and a map id -> subscribers. A
  * notification re-reads only the ids someone follows, through the group reader, so the ids named in
@@ -51,7 +74,7 @@ export interface ExecutionWaitersOptions {
  * in either order, and a stream would go back in time).
  */
 export class ExecutionWaiters {
-  private readonly subscribers = new Map<string, Set<ExecutionSubscriber>>();
+  private readonly subscribers = new Map<string, Followers>();
   private readonly notified = new Set<string>();
   private readonly reading = new Set<string>();
   private readonly readAgain = new Set<string>();
@@ -82,7 +105,7 @@ export class ExecutionWaiters {
     if (this.timer) clearInterval(this.timer);
     this.options.listener.off('notification', this.onNotification);
     this.options.listener.off('connected', this.onConnected);
-    const all = [...this.subscribers.values()].flatMap((set) => [...set]);
+    const all = [...this.subscribers.values()].flatMap(listOf);
     this.subscribers.clear();
     for (const s of all) s.stopped();
   }
@@ -99,7 +122,10 @@ export class ExecutionWaiters {
 
   private count(kind: ExecutionSubscriber['kind']): number {
     let n = 0;
-    for (const set of this.subscribers.values()) for (const s of set) if (s.kind === kind) n += 1;
+    for (const followers of this.subscribers.values()) {
+      if (!(followers instanceof Set)) n += followers.kind === kind ? 1 : 0;
+      else for (const s of followers) if (s.kind === kind) n += 1;
+    }
     return n;
   }
 
@@ -140,26 +166,26 @@ export class ExecutionWaiters {
   }
 
   private add(id: string, subscriber: ExecutionSubscriber): void {
-    let set = this.subscribers.get(id);
-    if (!set) this.subscribers.set(id, (set = new Set()));
-    set.add(subscriber);
+    const followers = this.subscribers.get(id);
+    if (followers === undefined) this.subscribers.set(id, subscriber);
+    else if (followers instanceof Set) followers.add(subscriber);
+    else if (followers !== subscriber) this.subscribers.set(id, new Set([followers, subscriber]));
   }
 
   private remove(id: string, subscriber: ExecutionSubscriber): void {
-    const set = this.subscribers.get(id);
-    if (!set) return;
-    set.delete(subscriber);
-    if (set.size === 0) this.subscribers.delete(id);
+    const followers = this.subscribers.get(id);
+    if (followers === subscriber) this.subscribers.delete(id);
+    else if (followers instanceof Set && followers.delete(subscriber) && followers.size === 0) this.subscribers.delete(id);
   }
 
   /** Collects ids over one tick, so a burst of notifications costs one read per id. */
   private handleNotification(channel: string, payload: string): void {
     if (channel !== CHANNEL_CHANGED && channel !== CHANNEL_PROGRESS) return;
     for (const id of payload.split(',')) {
-      const set = this.subscribers.get(id);
-      if (!set) continue;
+      const followers = this.subscribers.get(id);
+      if (!followers) continue;
       // Progress (a step completed) changes no status: long-polls need not read for it.
-      if (channel === CHANNEL_PROGRESS && ![...set].some((s) => s.kind === 'stream')) continue;
+      if (channel === CHANNEL_PROGRESS && !listOf(followers).some((s) => s.kind === 'stream')) continue;
       this.notified.add(id);
     }
     if (this.notified.size === 0 || this.flushScheduled) return;
@@ -194,9 +220,9 @@ export class ExecutionWaiters {
     ids.forEach((id, i) => {
       this.reading.delete(id);
       const result = results[i];
-      const set = this.subscribers.get(id);
-      if (!set) return;
-      for (const s of [...set]) {
+      const followers = this.subscribers.get(id);
+      if (!followers) return;
+      for (const s of listOf(followers)) {
         if (result.status === 'fulfilled') s.offer(result.value);
         else s.failed(result.reason);
       }
@@ -211,23 +237,32 @@ export class ExecutionWaiters {
 
 /**
  * One long-poll's wait: a subscriber whose methods live on the prototype and whose timeout is an
- * entry in its owner's TimeoutLists, so a parked long-poll costs one object, one promise and one
- * bound `cancel` (10,000 of them are held at once), not a handful of closures and a Node timer.
+ * entry in its owner's TimeoutLists, so a parked long-poll costs one object and one bound `cancel`
+ * (10,000 of them are held at once), not a promise, a handful of closures and a Node timer.
  */
 class LongPoll implements ExecutionSubscriber, PendingWait {
   readonly kind = 'long-poll';
-  readonly done: Promise<ExecutionRecord | undefined>;
   /** A function of its own: callers pass it as an event listener (the response's 'close'). */
   readonly cancel = () => this.finish(undefined);
-  private settle!: (execution: ExecutionRecord | undefined) => void;
   private settled = false;
+  /** Until `end` is given: how the wait ended, if it did before. */
+  private outcome: ExecutionRecord | undefined;
+  private end: WaitEnd | undefined;
 
   constructor(
     readonly id: string,
     readonly timeoutMs: number,
     private readonly owner: ExecutionWaiters,
-  ) {
-    this.done = new Promise((resolve) => (this.settle = resolve));
+  ) {}
+
+  whenDone(end: WaitEnd): void {
+    if (this.end) throw new Error('a long-poll\'s wait tells one party when it ends');
+    if (this.settled) end.waitEnded(this.outcome);
+    else this.end = end;
+  }
+
+  get done(): Promise<ExecutionRecord | undefined> {
+    return new Promise((resolve) => this.whenDone({ waitEnded: resolve }));
   }
 
   offer(execution: ExecutionRecord | undefined): void {
@@ -245,6 +280,9 @@ class LongPoll implements ExecutionSubscriber, PendingWait {
     if (this.settled) return;
     this.settled = true;
     this.owner.forget(this);
-    this.settle(execution);
+    const end = this.end;
+    this.end = undefined;
+    if (end) end.waitEnded(execution);
+    else this.outcome = execution;
   }
 }

@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { ApiDeps } from './deps';
-import { matchedRoute, type RequestObserver } from './request-observers';
+import type { RequestObserver } from './request-observers';
 import type { ApiState } from './state';
 import { addOperation } from './typed';
 
@@ -79,7 +79,7 @@ export function measureRequests(registry: Registry): RequestObserver {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600],
       registers: [registry],
     });
-  return (ctx, durationMs) => histogram.observe({ method: ctx.method, route: matchedRoute(ctx), status: String(ctx.status) }, durationMs / 1000);
+  return (request, durationMs) => histogram.observe({ method: request.method, route: request.route, status: String(request.status) }, durationMs / 1000);
 }
 
 /** GET /metrics: the whole registry (HTTP, process and engine metrics) in the Prometheus text format. */

@@ -4,6 +4,7 @@ import type { Middleware } from 'koa';
 import type { operations } from '../../generated/openapi';
 import { isTransientConflict } from '../store/db-errors';
 import type { CompiledSpec } from './spec';
+import { DETACHED, type Detached } from './detached-responses';
 import { readJsonBody } from './request-body';
 import { validateRequest } from './validation';
 import type { ApiContext, ApiState } from './state';
@@ -56,13 +57,14 @@ export interface HandlerInput<K extends OperationId> {
   ctx: ApiContext;
 }
 
-export type Handler<K extends OperationId> = (input: HandlerInput<K>) => Promise<HandlerResult<K>>;
+/** A handler answers with a result, or with DETACHED once it answers outside Koa itself (detached-responses.ts). */
+export type Handler<K extends OperationId> = (input: HandlerInput<K>) => Promise<HandlerResult<K> | Detached>;
 
 /** Runs of a handler when PostgreSQL rolls its statement back for a deadlock or a serialization failure. */
 const CONFLICT_ATTEMPTS = 3;
 
 /** A handler's result, as addOperation writes it to the response. */
-type AnyResult = { status: unknown; body: unknown; contentType?: string };
+type AnyResult = { status: unknown; body: unknown; contentType?: string } | Detached;
 
 /**
  * Runs a handler and writes its result to the response. A handler whose statement lost a deadlock
@@ -70,11 +72,13 @@ type AnyResult = { status: unknown; body: unknown; contentType?: string };
  * writes in one statement, so running it again is safe. A cancel whose row another transaction held
  * could otherwise answer 500 for a conflict that running it again resolves. The last conflict is
  * thrown, and answers 500. One pair of callbacks on the handler's promise, not an async loop around
- * it: a long-poll spends minutes in its handler, and 10,000 of them would each hold a suspended frame.
+ * it: a request in flight holds no suspended frame here. A handler that answered outside Koa
+ * (DETACHED) has written its response, or will: nothing is set on the context for it.
  */
 function answerWith(ctx: ApiContext, run: () => Promise<AnyResult>, attempt = 1): Promise<void> {
   return run().then(
     (result) => {
+      if (result === DETACHED) return;
       ctx.status = result.status as number;
       if (result.contentType) ctx.type = result.contentType;
       ctx.body = result.body;
@@ -112,7 +116,7 @@ export function addOperation<K extends OperationId>(router: Router<ApiState>, op
     ...(authenticate ? [authenticate] : []),
     ...(op.body ? [readJsonBody({ limitBytes: options.bodyLimitBytes, maxDepth: options.jsonMaxDepth })] : []),
     validateRequest(op),
-    // Not async, like the middleware before it: a parked long-poll holds no suspended frame here.
+    // Not async, like the middleware before it: a request in flight holds no suspended frame here.
     (ctx: ApiContext) => {
       const input = ctx.state.input as NonNullable<ApiState['input']>;
       return answerWith(ctx, () => handler({ params: input.params, query: input.query, headers: input.headers, body: input.body, ctx } as HandlerInput<K>));

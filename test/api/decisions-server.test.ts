@@ -100,6 +100,8 @@ describe('database unreachable', () => {
       await api.call('GET', '/api/v1/tasks'),
       await api.call('POST', '/api/v1/executions', { headers: { 'Content-Type': 'application/json' }, body: '{"task":"t","data":{}}' }),
       await api.call('GET', `/api/v1/executions/${id}/wait?timeout=0`),
+      // A long-poll that would wait is answered outside Koa (detached-responses.ts): the same 503.
+      await api.call('GET', `/api/v1/executions/${id}/wait?timeout=5`),
     ];
     for (const res of answers) {
       expect(res.status).toBe(503);
