@@ -13,6 +13,16 @@ export interface CountFilter {
 }
 
 /**
+ * The maintained counts as rows (task, status, n): the folded counts and the deltas since, narrowed by
+ * `where` (applied to both, so its bindings come twice). Summed in one statement, exact in its snapshot.
+ */
+function countRows(where: string): string {
+  return `SELECT task, status, n FROM stepwise.execution_counts ${where}
+          UNION ALL
+          SELECT task, status, n FROM stepwise.execution_count_deltas ${where}`;
+}
+
+/**
  * An expression for the number of executions matching `filter`, exact in the statement's snapshot,
  * with its bindings in order (for listStatement, which reads it beside the page).
  */
@@ -28,13 +38,7 @@ export function maintainedCountSql(filter: CountFilter): { sql: string; bindings
     values.push(filter.status);
   }
   const where = conditions.length > 0 ? `WHERE ${conditions.join(' AND ')}` : '';
-  return {
-    sql: `(SELECT coalesce(sum(n), 0) FROM (
-             SELECT n FROM stepwise.execution_counts ${where}
-             UNION ALL
-             SELECT n FROM stepwise.execution_count_deltas ${where}) c)`,
-    bindings: [...values, ...values],
-  };
+  return { sql: `(SELECT coalesce(sum(n), 0) FROM (${countRows(where)}) c)`, bindings: [...values, ...values] };
 }
 
 /** How many executions of a task are in a status. */
@@ -52,11 +56,7 @@ export async function countExecutionsByTaskAndStatus(db: Db, statuses?: readonly
   const where = statuses ? 'WHERE status = ANY(?::text[])' : '';
   return queryRows(
     db,
-    `SELECT task, status, sum(n)::bigint::int AS count FROM (
-       SELECT task, status, n FROM stepwise.execution_counts ${where}
-       UNION ALL
-       SELECT task, status, n FROM stepwise.execution_count_deltas ${where}) c
-      GROUP BY task, status HAVING sum(n) <> 0`,
+    `SELECT task, status, sum(n)::bigint::int AS count FROM (${countRows(where)}) c GROUP BY task, status HAVING sum(n) <> 0`,
     statuses ? [[...statuses], [...statuses]] : [],
   );
 }
