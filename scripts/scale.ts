@@ -20,7 +20,7 @@ import { TaskRegistry } from '../src/engine/registry';
 import { loadTasksModule } from '../src/engine/registry';
 import { buildForBench, ROOT, stepwiseArgs } from './bench/build';
 import { freshDatabase } from './bench/extras';
-import { pgCostBetween, pgSnapshot } from './bench/pg-cost';
+import { pgCostBetween, pgSnapshot, processCpuMs } from './bench/pg-cost';
 import { reachable } from './bench/reachable';
 
 const TASKS_FILE = path.join(ROOT, 'scripts', 'bench', 'scale-tasks.ts');
@@ -44,6 +44,10 @@ interface Row {
   emptyShare: number;
   pgCpuMsPerExecution: number | null;
   pgCores: number | null;
+  /** Transactions the database ran per execution: statements outside a transaction count one each. */
+  transactionsPerExecution: number;
+  /** CPU of the worker processes together, per execution. */
+  workerCpuMsPerExecution: number;
   completed: number;
   n: number;
 }
@@ -132,16 +136,17 @@ async function runConfiguration(env: NodeJS.ProcessEnv, dist: string, workers: n
     // Paused while the workers start (together), so that the drain is timed from a common start.
     for (const task of TASKS) await post(apiPorts[0], `/api/v1/tasks/${task}/pause`, {}, new http.Agent());
     const metricsPorts = await Promise.all(Array.from({ length: workers }, () => findFreePort()));
-    children.push(
-      ...(await Promise.all(
+    const workerProcesses = await Promise.all(
         metricsPorts.map((port) =>
           startProcess(dist, ['worker', '--tasks', TASKS_FILE, '--concurrency', String(concurrency / workers)], { DATABASE_URL: t.url, STEPWISE_METRICS_PORT: String(port) }, port, '/metrics'),
         ),
-      )),
-    );
+      );
+    children.push(...workerProcesses);
+    const workerCpuMs = () => workerProcesses.reduce((sum, c) => sum + processCpuMs(c.pid as number), 0);
     // The claims the paused workers made (all empty) are taken off below.
     const idle = await Promise.all(metricsPorts.map(async (p) => (await get(p, '/metrics')).text));
     const before = await pgSnapshot(t.url);
+    const workerCpuBefore = workerCpuMs();
     const started = Date.now();
     for (const task of TASKS) await post(apiPorts[0], `/api/v1/tasks/${task}/resume`, {}, new http.Agent());
     let completed = 0;
@@ -154,6 +159,7 @@ async function runConfiguration(env: NodeJS.ProcessEnv, dist: string, workers: n
       600_000,
     );
     const seconds = (Date.now() - started) / 1000;
+    const workerCpu = workerCpuMs() - workerCpuBefore;
     const scraped = await Promise.all(metricsPorts.map(async (p) => (await get(p, '/metrics')).text));
     const sum = (texts: string[], result?: string) => texts.reduce((s, text) => s + counter(text, 'stepwise_claims_total', result), 0);
     const claims = sum(scraped) - sum(idle);
@@ -170,6 +176,8 @@ async function runConfiguration(env: NodeJS.ProcessEnv, dist: string, workers: n
       emptyShare: claims === 0 ? 0 : Math.round((empty / claims) * 1000) / 1000,
       pgCpuMsPerExecution: cost.cpuMs === null ? null : Math.round((cost.cpuMs / n) * 1000) / 1000,
       pgCores: cost.cpuMs === null ? null : Math.round((cost.cpuMs / 1000 / seconds) * 100) / 100,
+      transactionsPerExecution: Math.round((cost.transactions / n) * 100) / 100,
+      workerCpuMsPerExecution: Math.round((workerCpu / n) * 1000) / 1000,
       completed,
       n,
     };
@@ -214,11 +222,11 @@ async function main(): Promise<void> {
     if (embeddedDir) rmSync(embeddedDir, { recursive: true, force: true });
   }
   const lines = [
-    `| workers × slots | rep | executions/s | claims per execution | empty claims | PostgreSQL CPU per execution | PostgreSQL cores busy | completed |`,
-    `|---|---|---|---|---|---|---|---|`,
+    `| workers × slots | rep | executions/s | claims per execution | empty claims | transactions per execution | PostgreSQL CPU per execution | PostgreSQL cores busy | workers' CPU per execution | completed |`,
+    `|---|---|---|---|---|---|---|---|---|---|`,
     ...rows.map(
       (r) =>
-        `| ${r.workers} × ${r.perWorker} | ${r.rep} | ${r.perSecond.toLocaleString('en-US')} | ${r.claimsPerExecution} | ${(r.emptyShare * 100).toFixed(1)} % | ${r.pgCpuMsPerExecution ?? 'n/a'} ms | ${r.pgCores ?? 'n/a'} | ${r.completed}/${r.n} |`,
+        `| ${r.workers} × ${r.perWorker} | ${r.rep} | ${r.perSecond.toLocaleString('en-US')} | ${r.claimsPerExecution} | ${(r.emptyShare * 100).toFixed(1)} % | ${r.transactionsPerExecution} | ${r.pgCpuMsPerExecution ?? 'n/a'} ms | ${r.pgCores ?? 'n/a'} | ${r.workerCpuMsPerExecution} ms | ${r.completed}/${r.n} |`,
     ),
   ];
   process.stdout.write(`\n${lines.join('\n')}\n`);

@@ -12,12 +12,15 @@ export interface PgSnapshot {
   /** pg_current_wal_lsn() as a byte position. */
   walLsn: string;
   rowsWritten: number;
+  /** Transactions the database committed or rolled back (each statement outside BEGIN is one). */
+  transactions: number;
 }
 
 export interface PgCost {
   cpuMs: number | null;
   walBytes: number;
   rowsWritten: number;
+  transactions: number;
 }
 
 const TICKS = (() => {
@@ -32,6 +35,12 @@ const TICKS = (() => {
 function statFields(pid: number): string[] {
   const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
   return text.slice(text.lastIndexOf(')') + 2).split(' ');
+}
+
+/** The CPU a live process has used so far (user and system), in ms. */
+export function processCpuMs(pid: number): number {
+  const f = statFields(pid);
+  return ((Number(f[11]) + Number(f[12])) * 1000) / TICKS;
 }
 
 /**
@@ -70,11 +79,12 @@ export async function pgSnapshot(url: string): Promise<PgSnapshot> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    const { rows } = await client.query<{ dir: string; lsn: string; written: string }>(
-      `SELECT current_setting('data_directory') AS dir, pg_current_wal_lsn()::text AS lsn,
-              (SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = current_database())::text AS written`,
+    const { rows } = await client.query<{ dir: string; lsn: string; written: string; transactions: string }>(
+      `SELECT current_setting('data_directory') AS dir, pg_current_wal_lsn()::text AS lsn, d.transactions,
+              (SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = current_database())::text AS written
+         FROM (SELECT (xact_commit + xact_rollback)::text AS transactions FROM pg_stat_database WHERE datname = current_database()) d`,
     );
-    return { cpuMs: serverCpuMs(rows[0].dir), walLsn: rows[0].lsn, rowsWritten: Number(rows[0].written) };
+    return { cpuMs: serverCpuMs(rows[0].dir), walLsn: rows[0].lsn, rowsWritten: Number(rows[0].written), transactions: Number(rows[0].transactions) };
   } finally {
     await client.end();
   }
@@ -90,6 +100,7 @@ export async function pgCostBetween(url: string, before: PgSnapshot, after: PgSn
       cpuMs: before.cpuMs === null || after.cpuMs === null ? null : after.cpuMs - before.cpuMs,
       walBytes: Number(rows[0].bytes),
       rowsWritten: after.rowsWritten - before.rowsWritten,
+      transactions: after.transactions - before.transactions,
     };
   } finally {
     await client.end();
