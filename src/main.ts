@@ -15,6 +15,7 @@ import type { TaskDefinition } from './engine/task';
 import { createMetricsRegistry } from './metrics';
 import { observeRetention, observeWorker, serveMetrics } from './worker-metrics';
 import { WebhookDeliverer } from './webhooks/deliverer';
+import { NotificationListener } from './store/listener';
 import { observeWebhookDeliveries } from './webhooks/metrics';
 import { StartupError } from './errors';
 import { startTracing } from './telemetry/tracing';
@@ -140,13 +141,17 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
     stops.push(() => folder.stop());
     // LISTEN needs a session of its own: never through a transaction pooler (db.listenUrl).
     const listenUrl = listenUrlOf(config, databaseUrl);
+    // One LISTEN connection for the whole process (see NotificationListener); the parts add their
+    // channels and start it, and it stops after them (stops run in reverse).
+    const listener = new NotificationListener({ url: listenUrl, channels: [], log });
+    stops.push(() => listener.stop());
     const registry = createMetricsRegistry();
     let url: string | undefined;
     if (options.api) {
       // Loaded only when serving: worker-only processes never load Koa.
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const { startApiServer } = require('./api/server') as typeof import('./api/server');
-      const api = await startApiServer({ config, databaseUrl: listenUrl, db, log, registry, tracing }).catch((err: NodeJS.ErrnoException) => {
+      const api = await startApiServer({ config, databaseUrl: listenUrl, listener, db, log, registry, tracing }).catch((err: NodeJS.ErrnoException) => {
         if (err.code === 'EADDRINUSE') throw new StartupError(`port ${config.port} is already in use: choose another with --port or PORT`);
         throw err;
       });
@@ -162,6 +167,7 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
       const deliverer = new WebhookDeliverer({
         db,
         databaseUrl: listenUrl,
+        listener,
         log,
         policy: { allowPrivate: config.webhooks.allowPrivateTargets },
         concurrency: config.webhooks.concurrency,
@@ -176,6 +182,7 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
       worker = new Worker({
         db,
         databaseUrl: listenUrl,
+        listener,
         tasks,
         log,
         concurrency: options.concurrency ?? config.worker.concurrency,

@@ -26,6 +26,8 @@ export interface ApiServerDeps {
    * transaction pooler's, which would drop the LISTEN with its transaction (config db.listenUrl).
    */
   databaseUrl: string;
+  /** The process's shared LISTEN connection (see NotificationListener), stopped by the caller; else the server opens its own. */
+  listener?: NotificationListener;
   /** Shared with the rest of the process; the server never closes it. */
   db: Db;
   log: Logger;
@@ -121,11 +123,17 @@ function listen(server: http.Server, port: number, host: string): Promise<void> 
   });
 }
 
-/** Starts the HTTP API: its own LISTEN connection, the long-poll and stream fan-outs, the Koa app, the server. */
+/** The channels an API server listens on. */
+const API_CHANNELS = [CHANNEL_CHANGED, CHANNEL_PROGRESS, CHANNEL_TASKS];
+
+/** Starts the HTTP API: its own LISTEN connection (or the process's), the long-poll and stream fan-outs, the Koa app, the server. */
 export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   const { config, db, log } = deps;
   const registry = deps.registry ?? createMetricsRegistry();
-  const listener = new NotificationListener({ url: deps.databaseUrl, channels: [CHANNEL_CHANGED, CHANNEL_PROGRESS, CHANNEL_TASKS], log });
+  const ownsListener = deps.listener === undefined;
+  const listener = deps.listener ?? new NotificationListener({ url: deps.databaseUrl, channels: API_CHANNELS, log });
+  // On a shared connection: LISTENed now if it is up, else from its (re)connect.
+  await listener.listen(API_CHANNELS);
   const reader = createExecutionReader(db);
   const waiters = new ExecutionWaiters({ db, listener, pollIntervalMs: config.http.waitPollIntervalMs, log, reader });
   waiters.start();
@@ -173,7 +181,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     listening.stop();
     waiters.stop();
     changes.stop();
-    await listener.stop();
+    if (ownsListener) await listener.stop();
     throw err;
   }
   const port = (server.address() as AddressInfo).port;
@@ -196,7 +204,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
         changes.stop();
         await closeGracefully(server, 5000);
         unfollow();
-        await listener.stop();
+        if (ownsListener) await listener.stop();
       })();
       return closing;
     },

@@ -2,8 +2,13 @@ import type { Logger } from '../logger';
 import { CHANNEL_CANCEL, CHANNEL_TASKS, CHANNEL_WORK } from '../store/channels';
 import { NotificationListener } from '../store/listener';
 
+/** The channels a worker listens on. */
+export const WORKER_CHANNELS = [CHANNEL_WORK, CHANNEL_CANCEL, CHANNEL_TASKS] as const;
+
 export interface WorkNotificationsOptions {
   url: string;
+  /** The process's shared LISTEN connection, owned (started and stopped) by the caller; else one of its own. */
+  listener?: NotificationListener;
   log: Logger;
   /** True for a task this worker serves: work announced for other tasks does not wake it. */
   serves: (task: string) => boolean;
@@ -20,12 +25,16 @@ export interface WorkNotificationsOptions {
  */
 export class WorkNotifications {
   private readonly listener: NotificationListener;
+  private readonly owned: boolean;
   private seq = 0;
+  private readonly onNotification = (channel: string, payload: string) => this.dispatch(channel, payload);
+  private readonly onConnected = () => this.announceWork();
 
   constructor(private readonly options: WorkNotificationsOptions) {
-    this.listener = new NotificationListener({ url: options.url, channels: [CHANNEL_WORK, CHANNEL_CANCEL, CHANNEL_TASKS], log: options.log });
-    this.listener.on('notification', (channel: string, payload: string) => this.dispatch(channel, payload));
-    this.listener.on('connected', () => this.announceWork());
+    this.owned = options.listener === undefined;
+    this.listener = options.listener ?? new NotificationListener({ url: options.url, channels: WORKER_CHANNELS, log: options.log });
+    this.listener.on('notification', this.onNotification);
+    this.listener.on('connected', this.onConnected);
   }
 
   /** Counts work announced, so a claim can tell whether some arrived while it ran. */
@@ -33,12 +42,16 @@ export class WorkNotifications {
     return this.seq;
   }
 
-  start(): Promise<void> {
-    return this.listener.start();
+  async start(): Promise<void> {
+    // Added before a shared connection is made, so that it LISTENs on them from the start.
+    await this.listener.listen(WORKER_CHANNELS);
+    await this.listener.start();
   }
 
-  stop(): Promise<void> {
-    return this.listener.stop();
+  async stop(): Promise<void> {
+    this.listener.off('notification', this.onNotification);
+    this.listener.off('connected', this.onConnected);
+    if (this.owned) await this.listener.stop();
   }
 
   /** Sends statements on this connection rather than a pool's (see NotificationListener.run). */

@@ -4,6 +4,7 @@ import type { Db } from '../store/db';
 import type { ExecutionObserver } from './execution-runner';
 import type { TaskDefinition } from './task';
 import type { Tracing } from '../telemetry/tracing';
+import type { NotificationListener } from '../store/listener';
 
 /** Hooks for metrics; the engine itself knows no metrics library. */
 export interface WorkerObserver extends ExecutionObserver {
@@ -20,6 +21,8 @@ export interface WorkerOptions {
   db: Db;
   /** For the worker's LISTEN connection: a direct URL, never a transaction pooler's (config db.listenUrl). */
   databaseUrl: string;
+  /** The process's shared LISTEN connection, started and stopped by the caller; else the worker opens its own. */
+  listener?: NotificationListener;
   tasks: readonly TaskDefinition[];
   log: Logger;
   concurrency?: number;

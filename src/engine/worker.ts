@@ -97,6 +97,7 @@ export class Worker {
     const serves = (task: string) => this.registry.get(task) !== undefined;
     this.notifications = new WorkNotifications({
       url: options.databaseUrl,
+      listener: options.listener,
       log,
       serves,
       onWork: () => this.signal.wake(),
@@ -199,6 +200,7 @@ export class Worker {
   private async shutdown(): Promise<void> {
     if (this.state === WORKER_STATES.created) {
       this.state = WORKER_STATES.stopped;
+      await this.notifications.stop();
       return;
     }
     this.state = WORKER_STATES.stopping;

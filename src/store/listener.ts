@@ -4,6 +4,7 @@ import type { Logger } from '../logger';
 
 export interface ListenerOptions {
   url: string;
+  /** Channels to LISTEN on from the first connect; more can be added with listen(). */
   channels: readonly string[];
   log: Logger;
   /** First reconnect delay; doubles up to maxBackoffMs, with jitter. */
@@ -15,6 +16,11 @@ export interface ListenerOptions {
  * One dedicated LISTEN connection per process, reconnecting with jittered exponential backoff.
  * Emits 'notification' (channel, payload) and 'connected' after every (re)connect: since
  * notifications sent while disconnected are lost, listeners re-check their state on 'connected'.
+ *
+ * A process shares one among its parts (the API server, the worker, the webhook deliverer): every
+ * NOTIFY in a database wakes every listening session there, whatever its channels, and each wake is
+ * a transaction in that session's backend, so a second connection would double that work. Each part
+ * adds its channels with listen() and reads only its own from 'notification'.
  */
 export class NotificationListener extends EventEmitter {
   private client: pg.Client | undefined;
@@ -22,9 +28,18 @@ export class NotificationListener extends EventEmitter {
   private attempt = 0;
   private timer: NodeJS.Timeout | undefined;
   private connectedFlag = false;
+  /** The first connect, while it runs; after it succeeds, reconnecting is the listener's own business. */
+  private starting: Promise<void> | undefined;
+  private started = false;
+  private readonly channels: Set<string>;
+  /** Channels LISTENed on the current connection. */
+  private listening = new Set<string>();
 
   constructor(private readonly options: ListenerOptions) {
     super();
+    this.channels = new Set(options.channels);
+    // Each part of a process adds a listener per event: more than the default ten is no leak.
+    this.setMaxListeners(50);
   }
 
   get isConnected(): boolean {
@@ -47,9 +62,46 @@ export class NotificationListener extends EventEmitter {
     }
   }
 
-  /** Connects; resolves after the first successful LISTEN, or rejects if the first try fails. */
-  async start(): Promise<void> {
-    await this.connect();
+  /**
+   * Connects; resolves after the first successful LISTEN, or rejects if the first try fails (a later
+   * call tries again). Once connected, it resolves at once: a lost connection is reconnected by the
+   * listener itself. Any part of a process may call it; the owner alone calls stop().
+   */
+  start(): Promise<void> {
+    if (this.started || this.stopped) return Promise.resolve();
+    this.starting ??= this.connect().then(
+      () => {
+        this.started = true;
+        this.starting = undefined;
+      },
+      (err: unknown) => {
+        this.starting = undefined;
+        throw err;
+      },
+    );
+    return this.starting;
+  }
+
+  /**
+   * Adds channels: LISTENed at once when connected, and on every reconnect. A LISTEN that fails
+   * means a lost connection, whose reconnect LISTENs on every channel: it is logged, not thrown.
+   */
+  async listen(channels: readonly string[]): Promise<void> {
+    for (const c of channels) this.channels.add(c);
+    if (this.client) await this.listenOn(this.client).catch((err: Error) => this.options.log.warn({ err: err.message }, 'listen failed'));
+  }
+
+  /** LISTENs on `client` the channels it does not listen on yet. */
+  private async listenOn(client: pg.Client): Promise<void> {
+    const missing = [...this.channels].filter((c) => !this.listening.has(c));
+    if (missing.length === 0) return;
+    for (const c of missing) this.listening.add(c);
+    try {
+      await client.query(missing.map((c) => `LISTEN ${pg.escapeIdentifier(c)}`).join('; '));
+    } catch (err) {
+      for (const c of missing) this.listening.delete(c);
+      throw err;
+    }
   }
 
   async stop(): Promise<void> {
@@ -66,9 +118,10 @@ export class NotificationListener extends EventEmitter {
     client.on('notification', (msg) => this.emit('notification', msg.channel, msg.payload ?? ''));
     client.on('error', (err) => this.handleLoss(client, err));
     client.on('end', () => this.handleLoss(client, undefined));
+    this.listening = new Set();
     try {
       await client.connect();
-      await client.query(this.options.channels.map((c) => `LISTEN ${pg.escapeIdentifier(c)}`).join('; '));
+      await this.listenOn(client);
     } catch (err) {
       client.removeAllListeners('end');
       client.removeAllListeners('error');
@@ -83,6 +136,8 @@ export class NotificationListener extends EventEmitter {
     this.client = client;
     this.attempt = 0;
     this.connectedFlag = true;
+    // Channels added while this connection was being made.
+    await this.listen([]);
     this.emit('connected');
   }
 

@@ -25,6 +25,8 @@ export interface DelivererOptions {
   db: Db;
   /** For the LISTEN connection: a direct URL, never a transaction pooler's (config db.listenUrl). */
   databaseUrl: string;
+  /** The process's shared LISTEN connection, started and stopped by the caller; else one of its own. */
+  listener?: NotificationListener;
   log: Logger;
   policy: TargetPolicy;
   /** Attempts under way at once (default 16). */
@@ -63,6 +65,12 @@ export class WebhookDeliverer {
   private readonly leaseMs: number;
   private readonly sender: WebhookSender;
   private readonly listener: NotificationListener;
+  private readonly ownsListener: boolean;
+  private readonly onNotification = (channel: string) => {
+    if (channel === CHANNEL_WEBHOOKS) this.signal.wake();
+  };
+  // Notifications sent while disconnected are lost: every (re)connect counts as one.
+  private readonly onConnected = () => this.signal.wake();
   private readonly signal = new WakeSignal();
   private readonly attempts = new Set<Promise<void>>();
   /** Attempts finishing together are recorded in one statement and one commit. */
@@ -84,10 +92,10 @@ export class WebhookDeliverer {
       const recorded = await recordAttempts(options.db, items, this.retryForMs);
       return items.map((i) => recorded.get(i.delivery.id));
     }, isDatabaseUnavailable);
-    this.listener = new NotificationListener({ url: options.databaseUrl, channels: [CHANNEL_WEBHOOKS], log: options.log });
-    this.listener.on('notification', () => this.signal.wake());
-    // Notifications sent while disconnected are lost: every (re)connect counts as one.
-    this.listener.on('connected', () => this.signal.wake());
+    this.ownsListener = options.listener === undefined;
+    this.listener = options.listener ?? new NotificationListener({ url: options.databaseUrl, channels: [CHANNEL_WEBHOOKS], log: options.log });
+    this.listener.on('notification', this.onNotification);
+    this.listener.on('connected', this.onConnected);
   }
 
   /** Attempts under way now. */
@@ -98,6 +106,7 @@ export class WebhookDeliverer {
   /** Starts listening and delivering. */
   async start(): Promise<void> {
     if (this.state !== DELIVERER_STATES.created) throw new Error('a deliverer starts once');
+    await this.listener.listen([CHANNEL_WEBHOOKS]);
     await this.listener.start();
     this.state = DELIVERER_STATES.running;
     this.loopDone = this.loop();
@@ -111,6 +120,8 @@ export class WebhookDeliverer {
 
   private async shutdown(): Promise<void> {
     if (this.state === DELIVERER_STATES.created) {
+      this.listener.off('notification', this.onNotification);
+      this.listener.off('connected', this.onConnected);
       this.state = DELIVERER_STATES.stopped;
       return;
     }
@@ -120,7 +131,9 @@ export class WebhookDeliverer {
     // Each attempt ends within its timeout; what it cannot record is attempted again after its lease.
     await Promise.all([...this.attempts]);
     this.signal.clearTimers();
-    await this.listener.stop();
+    this.listener.off('notification', this.onNotification);
+    this.listener.off('connected', this.onConnected);
+    if (this.ownsListener) await this.listener.stop();
     this.sender.close();
     this.state = DELIVERER_STATES.stopped;
   }
