@@ -7,6 +7,9 @@
 // answers, else an embedded one; compiled code from .bench-dist/, as `make bench`.
 //
 //   make scale ARGS="--n 20000 --concurrency 32 --workers 1,2,4 --reps 2"
+//
+// With `--pgbouncer <size>`, every process's pool goes through one PgBouncer in transaction mode with
+// that many server connections (LISTEN stays direct), as docs/deployment.md advises for a fleet.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import http from 'node:http';
@@ -22,6 +25,7 @@ import { buildForBench, ROOT, stepwiseArgs } from './bench/build';
 import { freshDatabase } from './bench/extras';
 import { pgCostBetween, pgSnapshot, processCpuMs } from './bench/pg-cost';
 import { reachable } from './bench/reachable';
+import { findPgBouncer, startPgBouncer, type TestPgBouncer } from '../test/helpers/pgbouncer';
 
 const TASKS_FILE = path.join(ROOT, 'scripts', 'bench', 'scale-tasks.ts');
 /** The mix: most executions are no-ops (claim-bound), the rest write three steps each. */
@@ -29,6 +33,7 @@ const STEPS_SHARE = 0.3;
 const TASKS = ['scale-noop', 'scale-steps'];
 
 interface Options {
+  pgbouncer?: string;
   n: string;
   concurrency: string;
   workers: string;
@@ -113,13 +118,15 @@ function counter(text: string, name: string, result?: string): number {
     .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
 }
 
-async function runConfiguration(env: NodeJS.ProcessEnv, dist: string, workers: number, concurrency: number, n: number, rep: number): Promise<Row> {
+async function runConfiguration(env: NodeJS.ProcessEnv, dist: string, workers: number, concurrency: number, n: number, rep: number, bouncer: TestPgBouncer | undefined): Promise<Row> {
   const t = await freshDatabase(env);
   const children: ChildProcess[] = [];
+  // Through PgBouncer: the pools go through it, LISTEN straight to PostgreSQL.
+  const database = bouncer ? { DATABASE_URL: bouncer.pooledUrl(t.url), STEPWISE_DB_POOLER: 'transaction', STEPWISE_LISTEN_URL: t.url } : { DATABASE_URL: t.url };
   try {
     await upsertTasks(t.db, new TaskRegistry(await loadTasksModule(TASKS_FILE)).toRegistrations());
     const apiPorts = [await findFreePort(), await findFreePort()];
-    for (const port of apiPorts) children.push(await startProcess(dist, ['serve'], { DATABASE_URL: t.url, PORT: String(port) }, port, '/readyz'));
+    for (const port of apiPorts) children.push(await startProcess(dist, ['serve'], { ...database, PORT: String(port) }, port, '/readyz'));
     // The backlog, through both API servers, 64 requests in flight.
     const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
     let next = 0;
@@ -138,7 +145,7 @@ async function runConfiguration(env: NodeJS.ProcessEnv, dist: string, workers: n
     const metricsPorts = await Promise.all(Array.from({ length: workers }, () => findFreePort()));
     const workerProcesses = await Promise.all(
         metricsPorts.map((port) =>
-          startProcess(dist, ['worker', '--tasks', TASKS_FILE, '--concurrency', String(concurrency / workers)], { DATABASE_URL: t.url, STEPWISE_METRICS_PORT: String(port) }, port, '/metrics'),
+          startProcess(dist, ['worker', '--tasks', TASKS_FILE, '--concurrency', String(concurrency / workers)], { ...database, STEPWISE_METRICS_PORT: String(port) }, port, '/metrics'),
         ),
       );
     children.push(...workerProcesses);
@@ -193,6 +200,7 @@ async function main(): Promise<void> {
     .option('--concurrency <total>', 'total handler slots, split evenly over the worker processes', '32')
     .option('--workers <list>', 'worker process counts to compare', '1,2,4')
     .option('--reps <count>', 'runs of each configuration, interleaved', '2')
+    .option('--pgbouncer <size>', 'run every pool through one PgBouncer (transaction mode) with this many server connections')
     .parse()
     .opts<Options>();
   const counts = opts.workers.split(',').map(Number);
@@ -209,15 +217,25 @@ async function main(): Promise<void> {
     Object.assign(env, { PGHOST: '127.0.0.1', PGPORT: String(embedded.port), PGUSER: 'postgres', PGPASSWORD: 'postgres' });
   }
   const rows: Row[] = [];
+  let bouncer: TestPgBouncer | undefined;
   try {
+    if (opts.pgbouncer !== undefined) {
+      const binary = findPgBouncer();
+      if (!binary) throw new Error('pgbouncer is not installed: run scripts/install-pgbouncer.sh');
+      const user = encodeURIComponent(env.PGUSER ?? 'postgres');
+      const password = encodeURIComponent(env.PGPASSWORD ?? 'postgres');
+      bouncer = await startPgBouncer(binary, { serverUrl: `postgres://${user}:${password}@${env.PGHOST ?? '127.0.0.1'}:${env.PGPORT ?? 5432}/postgres`, poolSize: Number(opts.pgbouncer) });
+      process.stdout.write(`through PgBouncer, ${opts.pgbouncer} server connections per database\n`);
+    }
     // Interleaved: rep 1 of every configuration, then rep 2, so a drift of the machine's speed is shared.
     for (let rep = 1; rep <= Number(opts.reps); rep++) {
       for (const workers of counts) {
         process.stdout.write(`rep ${rep}: 2 API servers, ${workers} worker(s) x ${concurrency / workers} ...\n`);
-        rows.push(await runConfiguration(env, dist, workers, concurrency, Number(opts.n), rep));
+        rows.push(await runConfiguration(env, dist, workers, concurrency, Number(opts.n), rep, bouncer));
       }
     }
   } finally {
+    await bouncer?.stop();
     await embedded?.stop();
     if (embeddedDir) rmSync(embeddedDir, { recursive: true, force: true });
   }
@@ -233,7 +251,7 @@ async function main(): Promise<void> {
   const lost = rows.filter((r) => r.completed !== r.n);
   mkdirSync(path.join(ROOT, 'bench-results'), { recursive: true });
   const file = path.join(ROOT, 'bench-results', `scale-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-  writeFileSync(file, JSON.stringify({ n: Number(opts.n), concurrency, stepsShare: STEPS_SHARE, rows }, null, 2));
+  writeFileSync(file, JSON.stringify({ n: Number(opts.n), concurrency, stepsShare: STEPS_SHARE, pgbouncerPoolSize: opts.pgbouncer === undefined ? null : Number(opts.pgbouncer), rows }, null, 2));
   process.stdout.write(`\nwritten to ${path.relative(ROOT, file)}\n`);
   if (lost.length > 0) {
     process.stdout.write(`LOST: ${lost.map((r) => `${r.workers} workers rep ${r.rep}: ${r.completed}/${r.n}`).join('; ')}\n`);
