@@ -17,9 +17,11 @@ export interface RetentionSweeperOptions {
   /** Called with the number of executions each batch deleted. */
   onDeleted?: (count: number) => void;
   /**
-   * The share of one connection's time a sweep may keep busy (default 0.25): after each batch it
+   * The share of one connection's time a sweep may keep busy (default 0.1): after each batch it
    * pauses for (1 / busyShare - 1) times as long as the batch took, so a large backlog is deleted at
-   * a pace that leaves the database to the executions. 1 sweeps without pausing.
+   * a pace that leaves the database to the executions. At 0.25 a sweep lifted the p99 of schedule →
+   * start by half on a 2-core database, at 0.1 by a quarter, and still deleted a thousand rows a
+   * second or more (docs/benchmarks.md). 1 sweeps without pausing.
    */
   busyShare?: number;
   now?: () => number;
@@ -47,7 +49,7 @@ export class RetentionSweeper {
     this.intervalMs = options.intervalMs ?? 60_000;
     this.batchSize = options.batchSize ?? 1000;
     this.now = options.now ?? Date.now;
-    const share = options.busyShare ?? 0.25;
+    const share = options.busyShare ?? 0.1;
     if (!(share > 0 && share <= 1)) throw new RangeError(`busyShare must be in (0, 1], not ${share}`);
     this.pauseFactor = 1 / share - 1;
   }
