@@ -9,7 +9,7 @@
 //   make scale ARGS="--n 20000 --concurrency 32 --workers 1,2,4 --reps 2"
 //
 // With `--pgbouncer <size>`, every process's pool goes through one PgBouncer in transaction mode with
-// that many server connections (LISTEN stays direct), as docs/deployment.md advises for a fleet.
+// that many server connections (LISTEN stays direct), to compare a pooler with small direct pools.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import http from 'node:http';
@@ -144,10 +144,10 @@ async function runConfiguration(env: NodeJS.ProcessEnv, dist: string, workers: n
     for (const task of TASKS) await post(apiPorts[0], `/api/v1/tasks/${task}/pause`, {}, new http.Agent());
     const metricsPorts = await Promise.all(Array.from({ length: workers }, () => findFreePort()));
     const workerProcesses = await Promise.all(
-        metricsPorts.map((port) =>
-          startProcess(dist, ['worker', '--tasks', TASKS_FILE, '--concurrency', String(concurrency / workers)], { ...database, STEPWISE_METRICS_PORT: String(port) }, port, '/metrics'),
-        ),
-      );
+      metricsPorts.map((port) =>
+        startProcess(dist, ['worker', '--tasks', TASKS_FILE, '--concurrency', String(concurrency / workers)], { ...database, STEPWISE_METRICS_PORT: String(port) }, port, '/metrics'),
+      ),
+    );
     children.push(...workerProcesses);
     const workerCpuMs = () => workerProcesses.reduce((sum, c) => sum + processCpuMs(c.pid as number), 0);
     // The claims the paused workers made (all empty) are taken off below.

@@ -143,7 +143,7 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
     const listenUrl = listenUrlOf(config, databaseUrl);
     // One LISTEN connection for the whole process (see NotificationListener); the parts add their
     // channels and start it, and it stops after them (stops run in reverse).
-    const listener = new NotificationListener({ url: listenUrl, channels: [], log });
+    const listener = new NotificationListener({ url: listenUrl, log });
     stops.push(() => listener.stop());
     const registry = createMetricsRegistry();
     let url: string | undefined;

@@ -59,8 +59,8 @@ const GENTLE_SHARE = 0.1;
 /**
  * S2 (drain 10,000 no-op executions) and S4 (schedule → start over HTTP) on an empty database and on
  * the big one, `reps` times each, interleaved; then S4 on the big one while a retention sweep deletes
- * its oldest tenth (the sweep starts as S4 sets up, and stops when it ends), once in batches of the
- * default busy share and once at GENTLE_SHARE. Medians; the ratios are big / empty, and S4 under retention / S4 on the big table.
+ * its oldest tenth (the sweep starts as S4 sets up, and stops when it ends), once at the default
+ * busy share and once at GENTLE_SHARE. Medians; the ratios are big / empty, and S4 under retention / S4 on the big table.
  */
 export async function loadOnBigTable(env: NodeJS.ProcessEnv, db: Db, url: string, rows: number, reps: number): Promise<ExtraResult> {
   const o = { env, spec: 'stepwise' };

@@ -80,9 +80,9 @@ export async function pgSnapshot(url: string): Promise<PgSnapshot> {
   await client.connect();
   try {
     const { rows } = await client.query<{ dir: string; lsn: string; written: string; transactions: string }>(
-      `SELECT current_setting('data_directory') AS dir, pg_current_wal_lsn()::text AS lsn, d.transactions,
-              (SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = current_database())::text AS written
-         FROM (SELECT (xact_commit + xact_rollback)::text AS transactions FROM pg_stat_database WHERE datname = current_database()) d`,
+      `SELECT current_setting('data_directory') AS dir, pg_current_wal_lsn()::text AS lsn,
+              (tup_inserted + tup_updated + tup_deleted)::text AS written, (xact_commit + xact_rollback)::text AS transactions
+         FROM pg_stat_database WHERE datname = current_database()`,
     );
     return { cpuMs: serverCpuMs(rows[0].dir), walLsn: rows[0].lsn, rowsWritten: Number(rows[0].written), transactions: Number(rows[0].transactions) };
   } finally {

@@ -131,8 +131,8 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   const { config, db, log } = deps;
   const registry = deps.registry ?? createMetricsRegistry();
   const ownsListener = deps.listener === undefined;
-  const listener = deps.listener ?? new NotificationListener({ url: deps.databaseUrl, channels: API_CHANNELS, log });
-  // On a shared connection: LISTENed now if it is up, else from its (re)connect.
+  const listener = deps.listener ?? new NotificationListener({ url: deps.databaseUrl, log });
+  // LISTENed now if the connection is up (a shared one), else from its connect.
   await listener.listen(API_CHANNELS);
   const reader = createExecutionReader(db);
   const waiters = new ExecutionWaiters({ db, listener, pollIntervalMs: config.http.waitPollIntervalMs, log, reader });

@@ -19,9 +19,8 @@ export interface RetentionSweeperOptions {
   /**
    * The share of one connection's time a sweep may keep busy (default 0.1): after each batch it
    * pauses for (1 / busyShare - 1) times as long as the batch took, so a large backlog is deleted at
-   * a pace that leaves the database to the executions. At 0.25 a sweep lifted the p99 of schedule →
-   * start by half on a 2-core database, at 0.1 by a quarter, and still deleted a thousand rows a
-   * second or more (docs/benchmarks.md). 1 sweeps without pausing.
+   * a pace that leaves the database to the executions (docs/benchmarks.md has how the share was
+   * chosen). 1 sweeps without pausing.
    */
   busyShare?: number;
   now?: () => number;

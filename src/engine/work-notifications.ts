@@ -3,7 +3,7 @@ import { CHANNEL_CANCEL, CHANNEL_TASKS, CHANNEL_WORK } from '../store/channels';
 import { NotificationListener } from '../store/listener';
 
 /** The channels a worker listens on. */
-export const WORKER_CHANNELS = [CHANNEL_WORK, CHANNEL_CANCEL, CHANNEL_TASKS] as const;
+const WORKER_CHANNELS = [CHANNEL_WORK, CHANNEL_CANCEL, CHANNEL_TASKS] as const;
 
 export interface WorkNotificationsOptions {
   url: string;
@@ -32,7 +32,7 @@ export class WorkNotifications {
 
   constructor(private readonly options: WorkNotificationsOptions) {
     this.owned = options.listener === undefined;
-    this.listener = options.listener ?? new NotificationListener({ url: options.url, channels: WORKER_CHANNELS, log: options.log });
+    this.listener = options.listener ?? new NotificationListener({ url: options.url, log: options.log });
     this.listener.on('notification', this.onNotification);
     this.listener.on('connected', this.onConnected);
   }
@@ -43,7 +43,7 @@ export class WorkNotifications {
   }
 
   async start(): Promise<void> {
-    // Added before a shared connection is made, so that it LISTENs on them from the start.
+    // Added before the connection is made (when this part is the first), so it LISTENs on them from the start.
     await this.listener.listen(WORKER_CHANNELS);
     await this.listener.start();
   }

@@ -4,8 +4,8 @@ import type { Logger } from '../logger';
 
 export interface ListenerOptions {
   url: string;
-  /** Channels to LISTEN on from the first connect; more can be added with listen(). */
-  channels: readonly string[];
+  /** Channels to LISTEN on from the first connect (default none); more can be added with listen(). */
+  channels?: readonly string[];
   log: Logger;
   /** First reconnect delay; doubles up to maxBackoffMs, with jitter. */
   minBackoffMs?: number;
@@ -37,7 +37,7 @@ export class NotificationListener extends EventEmitter {
 
   constructor(private readonly options: ListenerOptions) {
     super();
-    this.channels = new Set(options.channels);
+    this.channels = new Set(options.channels ?? []);
     // Each part of a process adds a listener per event: more than the default ten is no leak.
     this.setMaxListeners(50);
   }

@@ -93,7 +93,7 @@ export class WebhookDeliverer {
       return items.map((i) => recorded.get(i.delivery.id));
     }, isDatabaseUnavailable);
     this.ownsListener = options.listener === undefined;
-    this.listener = options.listener ?? new NotificationListener({ url: options.databaseUrl, channels: [CHANNEL_WEBHOOKS], log: options.log });
+    this.listener = options.listener ?? new NotificationListener({ url: options.databaseUrl, log: options.log });
     this.listener.on('notification', this.onNotification);
     this.listener.on('connected', this.onConnected);
   }
