@@ -87,7 +87,7 @@ export class Worker {
     this.shutdownGraceMs = options.shutdownGraceMs ?? 10000;
     const { db, log } = options;
     const prefetchHoldMs = options.prefetchHoldMs ?? 1000;
-    this.slots = new SlotPool({ db, log, concurrency: options.concurrency ?? 32, prefetch: options.prefetch, prefetchHoldMs, leaseMs: this.leaseMs, onFreed: () => this.signal.wake() });
+    this.slots = new SlotPool({ db, log, concurrency: options.concurrency ?? 32, prefetch: options.prefetch, prefetchHoldMs, leaseMs: this.leaseMs, onFreed: () => this.signal.wakeForRoom() });
     // The completion is group-committed by the worker, whose flush claims too (completeAndClaim).
     const complete = (completion: Completion) => this.completions.submit(completion);
     const limits = { ...DEFAULT_LIMITS, ...options.limits };
@@ -243,6 +243,7 @@ export class Worker {
       // which is later than this, so the local expiry never outlives the real one.
       const claimSentAt = Date.now();
       const room = limitedTaken > 0 ? this.slots.freeSlots() : free;
+      const epoch = this.signal.epoch;
       this.slots.reserveSlots(room);
       try {
         // Handlers start while the claim's commit is being flushed (see claimExecutionsBeforeCommit).
@@ -263,7 +264,10 @@ export class Worker {
       await this.accept(claimed, claimSentAt, committed);
       if (this.state !== WORKER_STATES.running) break;
       // A full batch means more may be due: claim again at once.
-      if (limitedTaken + claimed.length < free) await this.signal.wait(this.pollIntervalMs);
+      if (limitedTaken + claimed.length < free) {
+        this.noteShortClaim(epoch);
+        await this.signal.wait(this.pollIntervalMs);
+      }
     }
   }
 
@@ -323,8 +327,10 @@ export class Worker {
   private async completeAndClaim(items: Completion[]): Promise<boolean[]> {
     if (this.limits.size > 0) return this.completeAndClaimLimited(items);
     const free = this.slots.roomForCompletions(this.completions.queued);
-    const limit = this.state === WORKER_STATES.running ? Math.max(0, free) : 0;
+    // Nothing is due when the last claim came back short and no work was announced since.
+    const limit = this.state === WORKER_STATES.running && !this.signal.queueKnownEmpty ? Math.max(0, free) : 0;
     const seq = this.notifications.workSeq;
+    const epoch = this.signal.epoch;
     const claimSentAt = Date.now();
     this.slots.reserveSlots(limit);
     let result: CompleteAndClaimResult;
@@ -339,6 +345,7 @@ export class Worker {
     await this.accept(claimed, claimSentAt, result.committed.catch((err: Error) => this.claimNotCommitted(claimed, err)));
     // More may be due after a full batch, or after work announced while the statement ran.
     if ((limit > 0 && claimed.length === limit) || seq !== this.notifications.workSeq) this.signal.wake();
+    else if (limit > 0) this.noteShortClaim(epoch);
     // The completions are durable only now; a failed commit fails them all (their callers retry).
     await result.committed;
     return items.map((i) => result.completed.has(i.id));
@@ -368,6 +375,8 @@ export class Worker {
     this.options.observer?.databaseError?.();
     this.options.log.warn({ err: err.message, executions: claimed.length }, 'claim did not commit; its handlers are stopped');
     this.slots.abortClaim(claimed);
+    // Its executions are due again, and no notification says so.
+    this.signal.wake();
   }
 
   /** Starts (or buffers) what a claim took; a worker that stopped meanwhile hands it straight back. */
@@ -402,7 +411,7 @@ export class Worker {
     this.leaveHandler(held);
     this.slots.forget(held);
     // Letting go of a held execution may lift the throttle on claiming (see SlotPool.freeSlots).
-    this.signal.wake();
+    this.signal.wakeForRoom();
   }
 
   /** The handler returned or threw: its slot goes to the next buffered execution, else is free. */
@@ -414,7 +423,15 @@ export class Worker {
       this.launch(next.claimed, next.held);
     }
     this.reportSlots();
-    this.signal.wake();
+    this.signal.wakeForRoom();
+  }
+
+  /**
+   * A claim of the unlimited tasks came back short: none of them is due. Limited tasks are claimed by
+   * keys in turn, so a freed slot may still let one of them in: their workers claim on every one.
+   */
+  private noteShortClaim(epoch: number): void {
+    if (this.limits.size === 0) this.signal.queueEmpty(epoch);
   }
 
   private reportSlots(): void {

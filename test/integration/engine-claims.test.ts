@@ -5,6 +5,7 @@ import { queryRows } from '../../src/store/db';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { waitUntil } from '../helpers/wait-until';
 import { startWorker } from '../helpers/worker';
+import type { WorkerOptions } from '../../src/engine/worker';
 
 let t: TestDatabase;
 beforeAll(async () => {
@@ -152,6 +153,55 @@ describe('prefetch', () => {
 });
 
 describe('claims', () => {
+  /** A no-op task and a worker that never polls: every claim it sends is one a wake-up asked for. */
+  async function countingWorker(name: string, options: Partial<WorkerOptions> = {}) {
+    const claims: Array<{ room: number; took: number }> = [];
+    const task = defineTask({ name, run: async () => null });
+    const w = await startWorker(t, [task as never], { pollIntervalMs: 3_600_000, observer: { claim: (room, took) => claims.push({ room, took }) }, ...options });
+    // The claim sent at start, when the worker begins to listen.
+    await waitUntil(() => (claims.length > 0 ? true : undefined), 'the first claim');
+    return { w, claims };
+  }
+
+  const completed = (id: string) => waitUntil(async () => ((await getExecution(t.db, id))?.status === 'completed' ? true : undefined), 'the execution to complete');
+
+  test('an idle worker sends one claim per execution scheduled one at a time, none after a handler returns or a completion', async () => {
+    const { w, claims } = await countingWorker('claims-idle');
+    try {
+      const before = claims.length;
+      for (let i = 0; i < 5; i++) await completed(await schedule('claims-idle', 1).then(([id]) => id));
+      // Room to notice a claim sent after the last completion.
+      await new Promise((r) => setTimeout(r, 200));
+      expect(claims.slice(before)).toEqual(Array.from({ length: 5 }, () => expect.objectContaining({ took: 1 })));
+    } finally {
+      await w.stop();
+    }
+  });
+
+  test('a freed slot claims again at once while due executions may remain', async () => {
+    const { w, claims } = await countingWorker('claims-backlog', { concurrency: 1, prefetch: 0 });
+    try {
+      // One statement, one notification: the rest is found only because each full claim means more may be due.
+      const ids = await schedule('claims-backlog', 3);
+      for (const id of ids) await completed(id);
+      expect(claims.filter((c) => c.took === 1)).toHaveLength(3);
+    } finally {
+      await w.stop();
+    }
+  });
+
+  test('a worker that found nothing due still claims, at its next poll, what comes due without a notification', async () => {
+    const { w } = await countingWorker('claims-later', { pollIntervalMs: 300 });
+    try {
+      await completed((await schedule('claims-later', 1))[0]);
+      // Due in a moment: the insert does not notify, and the last claim found the queue empty.
+      const [{ execution }] = await insertExecutions(t.db, [{ task: 'claims-later', data: { i: 1 }, startAt: new Date(Date.now() + 200) }]);
+      await completed(execution.id);
+    } finally {
+      await w.stop();
+    }
+  });
+
   test('a handler may start before its claim commits, but a claim that fails to commit writes nothing and aborts it', async () => {
     // A deferred constraint trigger fails the COMMIT of any claim of an execution marked failCommit.
     await t.db.raw(`
