@@ -4,6 +4,7 @@
  * commit. A flush starts at the end of the turn (setImmediate, no timer), so an idle system writes at
  * once and a burst (32 handlers finishing together) becomes one batch, not one lone write followed by
  * the rest. Up to `maxInFlight` flushes run at once, so one slow commit does not stall the queue.
+ * A `linger` may hold a batch that is not full a little longer, for writes known to be coming.
  */
 export class GroupCommitter<I, R> {
   private queue: Array<{ item: I; resolve: (result: R) => void; reject: (err: unknown) => void }> = [];
@@ -15,12 +16,15 @@ export class GroupCommitter<I, R> {
    * @param flush writes the items and returns one result per item, in order
    * @param isTransient errors for which failing the whole batch is right (the database is away); any
    *   other batch failure is retried item by item, so one bad item cannot fail those sharing its commit
+   * @param linger asked before each write of a batch that is not full: milliseconds to wait first, so
+   *   that writes submitted meanwhile join it; 0 writes at once
    */
   constructor(
     private readonly flush: (items: I[]) => Promise<R[]>,
     private readonly isTransient: (err: unknown) => boolean = () => false,
     private readonly maxInFlight = 2,
     private readonly maxBatch = 500,
+    private readonly linger: () => number = () => 0,
   ) {}
 
   /** Resolves with the item's result once its batch has committed. */
@@ -60,7 +64,11 @@ export class GroupCommitter<I, R> {
   private async drain(): Promise<void> {
     this.inFlight += 1;
     try {
-      while (this.queue.length > 0) await this.write(this.queue.splice(0, this.maxBatch));
+      while (this.queue.length > 0) {
+        const wait = this.queue.length < this.maxBatch ? this.linger() : 0;
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+        await this.write(this.queue.splice(0, this.maxBatch));
+      }
     } finally {
       this.inFlight -= 1;
       this.settleIfIdle();

@@ -26,6 +26,9 @@ export type { WorkerObserver, WorkerOptions } from './worker-options';
  */
 const REKEY_AGAIN_MS = 10_000;
 
+/** How long a completion waits for other handlers' completions to share its statement. */
+const COMPLETION_LINGER_MS = 2;
+
 /** A worker's life: it claims only while running; stopping lets go of what it holds. */
 export const WORKER_STATES = Object.freeze({ created: 'created', running: 'running', stopping: 'stopping', stopped: 'stopped' } as const);
 export type WorkerState = (typeof WORKER_STATES)[keyof typeof WORKER_STATES];
@@ -104,7 +107,11 @@ export class Worker {
       onCancel: (id) => (this.slots.cancel(id), this.runner.forget(id)),
       onTaskRegistered: () => void this.readVersions(),
     });
-    this.completions = new GroupCommitter((items: Completion[]) => this.completeAndClaim(items), isDatabaseUnavailable);
+    // While other handlers run, a completion waits a moment for theirs: a worker of few slots would
+    // otherwise write statements of a few rows, and PostgreSQL's cost per statement is what bounds a
+    // fleet of small workers (docs/benchmarks.md, "Many processes"). A lone execution's is written at once.
+    const linger = () => (this.slots.runningCount > 0 ? COMPLETION_LINGER_MS : 0);
+    this.completions = new GroupCommitter((items: Completion[]) => this.completeAndClaim(items), isDatabaseUnavailable, 2, 500, linger);
     this.presence = new WorkerPresence({
       db,
       log,

@@ -34,6 +34,28 @@ describe('group commit', () => {
     expect(flushes).toEqual([[1, 2, 3], [4]]);
   });
 
+  test('a linger holds a batch that is not full, so that writes submitted meanwhile share it', async () => {
+    const flushes: number[][] = [];
+    let linger = 50;
+    const gc = new GroupCommitter<number, number>(
+      async (items) => {
+        flushes.push(items);
+        return items;
+      },
+      () => false,
+      2,
+      3,
+      () => linger,
+    );
+    const first = gc.submit(1);
+    await new Promise((r) => setTimeout(r, 10));
+    // A full batch (three) goes out without waiting; the fourth waits for the next.
+    await Promise.all([first, ...[2, 3, 4].map((i) => gc.submit(i))]);
+    linger = 0;
+    await gc.submit(5);
+    expect(flushes).toEqual([[1, 2, 3], [4], [5]]);
+  });
+
   test('a batch that fails for one bad item is retried item by item', async () => {
     const gc = new GroupCommitter<number, number>(
       async (items) => {
