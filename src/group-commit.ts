@@ -1,3 +1,15 @@
+export interface GroupCommitOptions {
+  /** Flushes running at once (default 2). */
+  maxInFlight?: number;
+  /** Items per flush (default 500); more wait for the next. */
+  maxBatch?: number;
+  /**
+   * Asked before each write of a batch that is not full: milliseconds to wait first, so that writes
+   * submitted meanwhile join it. Default: none, every batch is written at once.
+   */
+  linger?: () => number;
+}
+
 /**
  * Group commit: writes requested in the same event-loop turn, or while flushes are in flight, are
  * queued and written together by the next flush, so concurrent writers share one statement and one
@@ -12,20 +24,24 @@ export class GroupCommitter<I, R> {
   private scheduled = false;
   private readonly drained = new Set<() => void>();
 
+  private readonly maxInFlight: number;
+  private readonly maxBatch: number;
+  private readonly linger: () => number;
+
   /**
    * @param flush writes the items and returns one result per item, in order
    * @param isTransient errors for which failing the whole batch is right (the database is away); any
    *   other batch failure is retried item by item, so one bad item cannot fail those sharing its commit
-   * @param linger asked before each write of a batch that is not full: milliseconds to wait first, so
-   *   that writes submitted meanwhile join it; 0 writes at once
    */
   constructor(
     private readonly flush: (items: I[]) => Promise<R[]>,
     private readonly isTransient: (err: unknown) => boolean = () => false,
-    private readonly maxInFlight = 2,
-    private readonly maxBatch = 500,
-    private readonly linger: () => number = () => 0,
-  ) {}
+    options: GroupCommitOptions = {},
+  ) {
+    this.maxInFlight = options.maxInFlight ?? 2;
+    this.maxBatch = options.maxBatch ?? 500;
+    this.linger = options.linger ?? (() => 0);
+  }
 
   /** Resolves with the item's result once its batch has committed. */
   submit(item: I): Promise<R> {

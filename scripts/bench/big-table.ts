@@ -53,22 +53,17 @@ async function existing(url: string): Promise<ExistingDatabase> {
   }
 }
 
-/** The retention sweeper's busy share tried beside its default (see RetentionSweeperOptions.busyShare). */
-const GENTLE_SHARE = 0.1;
-
 /**
  * S2 (drain 10,000 no-op executions) and S4 (schedule → start over HTTP) on an empty database and on
  * the big one, `reps` times each, interleaved; then S4 on the big one while a retention sweep deletes
- * its oldest tenth (the sweep starts as S4 sets up, and stops when it ends), once at the default
- * busy share and once at GENTLE_SHARE. Medians; the ratios are big / empty, and S4 under retention / S4 on the big table.
+ * its oldest tenth (the sweep starts as S4 sets up, and stops when it ends). Medians; the ratios are big / empty, and S4 under retention / S4 on the big table.
  */
 export async function loadOnBigTable(env: NodeJS.ProcessEnv, db: Db, url: string, rows: number, reps: number): Promise<ExtraResult> {
   const o = { env, spec: 'stepwise' };
   const adapter = await loadAdapter('stepwise');
   const s2 = { empty: [] as number[], big: [] as number[] };
-  const start = { empty: [] as number[][], big: [] as number[][], retention: [] as number[][], retentionGentle: [] as number[][] };
+  const start = { empty: [] as number[][], big: [] as number[][], retention: [] as number[][] };
   const swept: number[] = [];
-  const sweptGentle: number[] = [];
   const [{ first }] = (await db.raw('SELECT min(created_at) AS first FROM stepwise.executions')).rows as Array<{ first: Date }>;
   // The oldest tenth of the history is past retention.
   const cutoff = new Date(first.getTime() + (rows / ROWS_PER_SECOND / 10) * 1000);
@@ -79,17 +74,13 @@ export async function loadOnBigTable(env: NodeJS.ProcessEnv, db: Db, url: string
     start.empty.push([e.start_p50_ms ?? NaN, e.start_p99_ms ?? NaN]);
     const b = await s4(o, await existing(url));
     start.big.push([b.start_p50_ms ?? NaN, b.start_p99_ms ?? NaN]);
-    // The sweeper as every worker runs it, paced, from the moment S4's worker is up until S4 ends;
-    // then again pausing longer, at GENTLE_SHARE. The order alternates: a sweep leaves dead index
-    // entries at the old end of the table that the next one steps over until vacuum has run.
-    for (const busyShare of r % 2 === 0 ? [undefined, GENTLE_SHARE] : [GENTLE_SHARE, undefined]) {
-      let deleted = 0;
-      const sweeper = new RetentionSweeper({ db, log, keepFinishedMs: Date.now() - cutoff.getTime(), busyShare, onDeleted: (n) => (deleted += n) });
-      void sweeper.sweep();
-      const w = await s4(o, await existing(url)).finally(() => sweeper.stop());
-      (busyShare === undefined ? swept : sweptGentle).push(deleted);
-      (busyShare === undefined ? start.retention : start.retentionGentle).push([w.start_p50_ms ?? NaN, w.start_p99_ms ?? NaN]);
-    }
+    // The sweeper as every worker runs it, paced, from the moment S4's worker is up until S4 ends.
+    let deleted = 0;
+    const sweeper = new RetentionSweeper({ db, log, keepFinishedMs: Date.now() - cutoff.getTime(), onDeleted: (n) => (deleted += n) });
+    void sweeper.sweep();
+    const w = await s4(o, await existing(url)).finally(() => sweeper.stop());
+    swept.push(deleted);
+    start.retention.push([w.start_p50_ms ?? NaN, w.start_p99_ms ?? NaN]);
   }
   const med = (xs: number[]) => percentile(xs, 50) ?? NaN;
   const at = (xs: number[][], i: number) => Math.round(med(xs.map((x) => x[i])) * 100) / 100;
@@ -107,19 +98,14 @@ export async function loadOnBigTable(env: NodeJS.ProcessEnv, db: Db, url: string
     s4_retention_p99_ms: at(start.retention, 1),
     s4_retention_vs_big_p99: ratio(at(start.retention, 1), at(start.big, 1)) ?? NaN,
     swept_during_s4: Math.round(med(swept)),
-    s4_retention_gentle_p50_ms: at(start.retentionGentle, 0),
-    s4_retention_gentle_p99_ms: at(start.retentionGentle, 1),
-    s4_retention_gentle_vs_big_p99: ratio(at(start.retentionGentle, 1), at(start.big, 1)) ?? NaN,
-    swept_gentle_during_s4: Math.round(med(sweptGentle)),
   };
   return {
     label: `claims and S4 at ${rows.toLocaleString('en')} executions`,
     summary:
       `S2 ${values.s2_big_per_s}/s against ${values.s2_empty_per_s}/s empty (×${values.s2_big_vs_empty}); ` +
       `S4 p50/p99 ${values.s4_big_p50_ms}/${values.s4_big_p99_ms} ms against ${values.s4_empty_p50_ms}/${values.s4_empty_p99_ms} ms empty (p99 ×${values.s4_big_vs_empty_p99}); ` +
-      `with retention deleting (${values.swept_during_s4.toLocaleString('en')} rows during the run) ${values.s4_retention_p50_ms}/${values.s4_retention_p99_ms} ms (p99 ×${values.s4_retention_vs_big_p99}); ` +
-      `at busy share ${GENTLE_SHARE} (${values.swept_gentle_during_s4.toLocaleString('en')} rows) ${values.s4_retention_gentle_p50_ms}/${values.s4_retention_gentle_p99_ms} ms (p99 ×${values.s4_retention_gentle_vs_big_p99})`,
+      `with retention deleting (${values.swept_during_s4.toLocaleString('en')} rows during the run) ${values.s4_retention_p50_ms}/${values.s4_retention_p99_ms} ms (p99 ×${values.s4_retention_vs_big_p99})`,
     values,
-    runs: { s2, start, swept, sweptGentle },
+    runs: { s2, start, swept },
   };
 }

@@ -15,7 +15,6 @@ export function createExecutionReader(db: Db): GroupCommitter<string, ExecutionR
       return ids.map((id) => found.get(id));
     },
     isDatabaseUnavailable,
-    2,
-    1000,
+    { maxBatch: 1000 },
   );
 }

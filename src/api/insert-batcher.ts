@@ -20,5 +20,5 @@ const MAX_BATCH = 200;
  * answer only after its own row has committed; an idle server inserts each request at once.
  */
 export function createInsertBatcher(db: Db): GroupCommitter<NewExecution, ScheduleResult> {
-  return new GroupCommitter((items) => insertExecutions(db, items), isDatabaseUnavailable, MAX_IN_FLIGHT, MAX_BATCH);
+  return new GroupCommitter((items) => insertExecutions(db, items), isDatabaseUnavailable, { maxInFlight: MAX_IN_FLIGHT, maxBatch: MAX_BATCH });
 }

@@ -111,7 +111,7 @@ export class Worker {
     // otherwise write statements of a few rows, and PostgreSQL's cost per statement is what bounds a
     // fleet of small workers (docs/benchmarks.md, "Many processes"). A lone execution's is written at once.
     const linger = () => (this.slots.runningCount > 0 ? COMPLETION_LINGER_MS : 0);
-    this.completions = new GroupCommitter((items: Completion[]) => this.completeAndClaim(items), isDatabaseUnavailable, 2, 500, linger);
+    this.completions = new GroupCommitter((items: Completion[]) => this.completeAndClaim(items), isDatabaseUnavailable, { linger });
     this.presence = new WorkerPresence({
       db,
       log,

@@ -12,7 +12,7 @@ describe('group commit', () => {
         return new Set(items.filter((i) => i !== 3));
       }, (i) => i),
       () => false,
-      1,
+      { maxInFlight: 1 },
     );
     const p1 = gc.submit(1);
     await new Promise((r) => setImmediate(r));
@@ -43,9 +43,7 @@ describe('group commit', () => {
         return items;
       },
       () => false,
-      2,
-      3,
-      () => linger,
+      { maxBatch: 3, linger: () => linger },
     );
     const first = gc.submit(1);
     await new Promise((r) => setTimeout(r, 10));
@@ -63,7 +61,7 @@ describe('group commit', () => {
         return items.map((i) => i * 2);
       },
       () => false,
-      1,
+      { maxInFlight: 1 },
     );
     // 1 flushes alone; 13 and 2 share the next batch, which fails and is split.
     const p1 = gc.submit(1);
