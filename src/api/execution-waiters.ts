@@ -48,6 +48,8 @@ export interface ExecutionWaitersOptions {
   log: Logger;
   /** The API's shared reader (deps.reader), so the fan-out's reads join those of GET and the long-polls; else one of its own. */
   reader?: GroupCommitter<string, ExecutionRecord | undefined>;
+  /** A stream subscribed: workers are to announce progress (StreamsBeacon). */
+  onStreamOpened?: () => void;
 }
 
 /**
@@ -141,6 +143,7 @@ export class ExecutionWaiters {
       return () => undefined;
     }
     this.add(id, subscriber);
+    if (subscriber.kind === 'stream') this.options.onStreamOpened?.();
     if (options.read) this.refresh([id]);
     return () => this.remove(id, subscriber);
   }

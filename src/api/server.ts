@@ -4,7 +4,7 @@ import type { Registry } from 'prom-client';
 import type { Config } from '../config';
 import type { Logger } from '../logger';
 import { createMetricsRegistry } from '../metrics';
-import { CHANNEL_CHANGED, CHANNEL_PROGRESS, CHANNEL_TASKS } from '../store/channels';
+import { CHANNEL_CHANGED, CHANNEL_PROGRESS, CHANNEL_STREAMS, CHANNEL_TASKS } from '../store/channels';
 import type { Db } from '../store/db';
 import { NotificationListener } from '../store/listener';
 import { createApiApp } from './app';
@@ -18,6 +18,7 @@ import { TaskSchemaCache } from '../store/task-schemas';
 import { createInsertBatcher } from './insert-batcher';
 import { createExecutionReader } from './execution-reader';
 import type { Tracing } from '../telemetry/tracing';
+import { StreamsBeacon } from './streams-beacon';
 
 export interface ApiServerDeps {
   config: Readonly<Config>;
@@ -34,6 +35,8 @@ export interface ApiServerDeps {
   registry?: Registry;
   /** Spans of event deliveries (see startTracing); the caller owns it and shuts it down after close(). */
   tracing?: Tracing | null;
+  /** How often the server tells workers that it holds streams (STREAMS_ANNOUNCE_MS, 5 s). */
+  streamsAnnounceMs?: number;
 }
 
 export interface ApiServer {
@@ -124,7 +127,7 @@ function listen(server: http.Server, port: number, host: string): Promise<void> 
 }
 
 /** The channels an API server listens on. */
-const API_CHANNELS = [CHANNEL_CHANGED, CHANNEL_PROGRESS, CHANNEL_TASKS];
+const API_CHANNELS = [CHANNEL_CHANGED, CHANNEL_PROGRESS, CHANNEL_TASKS, CHANNEL_STREAMS];
 
 /** Starts the HTTP API: its own LISTEN connection (or the process's), the long-poll and stream fan-outs, the Koa app, the server. */
 export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
@@ -135,8 +138,10 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   // LISTENed now if the connection is up (a shared one), else from its connect.
   await listener.listen(API_CHANNELS);
   const reader = createExecutionReader(db);
-  const waiters = new ExecutionWaiters({ db, listener, pollIntervalMs: config.http.waitPollIntervalMs, log, reader });
+  const beacon = new StreamsBeacon({ db, log, listener, streams: () => waiters.streams, intervalMs: deps.streamsAnnounceMs });
+  const waiters = new ExecutionWaiters({ db, listener, pollIntervalMs: config.http.waitPollIntervalMs, log, reader, onStreamOpened: () => beacon.opened() });
   waiters.start();
+  beacon.start();
   const changes = new ExecutionChanges({ db, listener, log });
   changes.start();
   const unmeasureLongPolls = measureLongPolls(registry, () => waiters.size);
@@ -179,6 +184,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     unmeasure();
     unfollow();
     listening.stop();
+    beacon.stop();
     waiters.stop();
     changes.stop();
     if (ownsListener) await listener.stop();
@@ -200,6 +206,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
         unmeasure();
         listening.stop();
         // Before closing: a long-poll answers 202 and a stream ends now, so neither holds the close up.
+        beacon.stop();
         waiters.stop();
         changes.stop();
         await closeGracefully(server, 5000);

@@ -1,5 +1,6 @@
 import type { Logger } from '../logger';
-import { progressAnnouncement } from '../store/progress';
+import { PROGRESS_WINDOW_MS } from '../store/channels';
+import { askForStreams, progressAnnouncement } from '../store/progress';
 
 /** The most often a worker announces progress: a burst of steps costs one small transaction. */
 const ANNOUNCE_INTERVAL_MS = 25;
@@ -9,6 +10,11 @@ const ANNOUNCE_INTERVAL_MS = 25;
  * to API servers (progressAnnouncement) at most every 25 ms, one announcement at a time, through
  * `run`: the worker's LISTEN connection, so it never takes a pool connection from the writes, and
  * nothing waits for it. Failures are dropped: a latency hint (see progressAnnouncement).
+ *
+ * Only streams read progress, so the announcer works only within `windowMs` of hearing that an API
+ * server holds one (streamsOpen, CHANNEL_STREAMS); the worker asks (askForStreams) whenever its LISTEN
+ * connection comes up. Steps recorded while the window was shut are covered when it opens again: the
+ * executions running then are announced at once.
  */
 export class ProgressAnnouncer {
   private readonly ids = new Set<string>();
@@ -16,14 +22,40 @@ export class ProgressAnnouncer {
   private sending = false;
   private lastAt = 0;
   private stopped = false;
+  /** Until when progress is announced (Date.now() time): shut until an API server says it holds streams. */
+  private openUntil = 0;
 
-  constructor(private readonly options: { run: (sql: string) => Promise<void>; log: Logger; intervalMs?: number }) {}
+  constructor(private readonly options: { run: (sql: string) => Promise<void>; log: Logger; intervalMs?: number; windowMs?: number; now?: () => number }) {}
 
-  /** Announces `executionId` with the next batch. */
+  private now(): number {
+    return this.options.now ? this.options.now() : Date.now();
+  }
+
+  private get windowMs(): number {
+    return this.options.windowMs ?? PROGRESS_WINDOW_MS;
+  }
+
+  /** Announces `executionId` with the next batch, if some API server holds streams. */
   add(executionId: string): void {
-    if (this.stopped) return;
+    if (this.stopped || this.now() > this.openUntil) return;
     this.ids.add(executionId);
     this.schedule();
+  }
+
+  /** Asks API servers whether any holds streams; those that do answer (streamsOpen). */
+  askForStreams(): void {
+    if (this.stopped) return;
+    this.options.run(askForStreams).catch((err: Error) => this.options.log.debug({ err: err.message }, 'streams question failed'));
+  }
+
+  /**
+   * An API server holds streams: announce for another window. If the window had shut, `running` (the
+   * executions whose handlers run now) are announced at once, since their steps since then were not.
+   */
+  streamsOpen(running: () => Iterable<string>): void {
+    const shut = this.now() > this.openUntil;
+    this.openUntil = this.now() + this.windowMs;
+    if (shut) for (const id of running()) this.add(id);
   }
 
   /** Drops what is not yet sent: a stopping worker's last steps are found by the API's fallback re-check. */

@@ -1,9 +1,9 @@
 import type { Logger } from '../logger';
-import { CHANNEL_CANCEL, CHANNEL_TASKS, CHANNEL_WORK } from '../store/channels';
+import { CHANNEL_CANCEL, CHANNEL_STREAMS, CHANNEL_TASKS, CHANNEL_WORK, STREAMS_HELD } from '../store/channels';
 import { NotificationListener } from '../store/listener';
 
 /** The channels a worker listens on. */
-const WORKER_CHANNELS = [CHANNEL_WORK, CHANNEL_CANCEL, CHANNEL_TASKS] as const;
+const WORKER_CHANNELS = [CHANNEL_WORK, CHANNEL_CANCEL, CHANNEL_TASKS, CHANNEL_STREAMS] as const;
 
 export interface WorkNotificationsOptions {
   url: string;
@@ -16,10 +16,14 @@ export interface WorkNotificationsOptions {
   onCancel: (executionId: string) => void;
   /** A task this worker serves was registered again (another worker started, maybe of another version). */
   onTaskRegistered?: (task: string) => void;
+  /** An API server holds execution streams (CHANNEL_STREAMS). */
+  onStreams?: () => void;
+  /** The connection is up (at start, or again): notifications sent while it was not are lost. */
+  onListening?: () => void;
 }
 
 /**
- * A worker's LISTEN connection: work announced for its tasks, cancels, and registrations of its tasks. A NOTIFY is only a latency
+ * A worker's LISTEN connection: work announced for its tasks, cancels, registrations of its tasks, and API servers' streams. A NOTIFY is only a latency
  * hint, polling keeps the worker correct; notifications sent while disconnected are lost, so every
  * (re)connect counts as work announced.
  */
@@ -28,7 +32,10 @@ export class WorkNotifications {
   private readonly owned: boolean;
   private seq = 0;
   private readonly onNotification = (channel: string, payload: string) => this.dispatch(channel, payload);
-  private readonly onConnected = () => this.announceWork();
+  private readonly onConnected = () => {
+    this.announceWork();
+    this.options.onListening?.();
+  };
 
   constructor(private readonly options: WorkNotificationsOptions) {
     this.owned = options.listener === undefined;
@@ -46,6 +53,8 @@ export class WorkNotifications {
     // Added before the connection is made (when this part is the first), so it LISTENs on them from the start.
     await this.listener.listen(WORKER_CHANNELS);
     await this.listener.start();
+    // A shared connection may have been up before: no 'connected' event comes for this part.
+    if (!this.owned) this.options.onListening?.();
   }
 
   async stop(): Promise<void> {
@@ -64,6 +73,7 @@ export class WorkNotifications {
       if (payload === '' || this.options.serves(payload)) this.announceWork();
     } else if (channel === CHANNEL_CANCEL) this.options.onCancel(payload);
     else if (channel === CHANNEL_TASKS && this.options.serves(payload)) this.options.onTaskRegistered?.(payload);
+    else if (channel === CHANNEL_STREAMS && payload === STREAMS_HELD) this.options.onStreams?.();
   }
 
   private announceWork(): void {

@@ -60,6 +60,8 @@ export interface WorkerOptions {
    * no tracing, at the cost of a null check. The caller owns it and shuts it down after stop().
    */
   tracing?: Tracing | null;
+  /** How long progress is announced after an API server said it holds streams (PROGRESS_WINDOW_MS, 15 s). */
+  progressWindowMs?: number;
 }
 
 /** The heartbeat a worker keeps when its options name none; it is reported lost once it missed three beats. */

@@ -94,7 +94,7 @@ export class Worker {
     // The completion is group-committed by the worker, whose flush claims too (completeAndClaim).
     const complete = (completion: Completion) => this.completions.submit(completion);
     const limits = { ...DEFAULT_LIMITS, ...options.limits };
-    this.progress = new ProgressAnnouncer({ run: (sql) => this.notifications.run(sql), log });
+    this.progress = new ProgressAnnouncer({ run: (sql) => this.notifications.run(sql), log, windowMs: options.progressWindowMs });
     const progressed = (id: string) => this.progress.add(id);
     this.runner = new ExecutionRunner({ db, log, registry: this.registry, observer: options.observer, complete, limits, keepSuspended: options.keepSuspended ?? 256, onHandlerReturned: (held) => this.leaveHandler(held), progressed, tracing: options.tracing });
     const serves = (task: string) => this.registry.get(task) !== undefined;
@@ -106,6 +106,8 @@ export class Worker {
       onWork: () => this.signal.wake(),
       onCancel: (id) => (this.slots.cancel(id), this.runner.forget(id)),
       onTaskRegistered: () => void this.readVersions(),
+      onStreams: () => this.progress.streamsOpen(() => this.slots.heldExecutions().map((h) => h.lease.id)),
+      onListening: () => this.progress.askForStreams(),
     });
     // While other handlers run, a completion waits a moment for theirs: a worker of few slots would
     // otherwise write statements of a few rows, and PostgreSQL's cost per statement is what bounds a

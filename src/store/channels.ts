@@ -10,9 +10,25 @@ export const CHANNEL_CHANGED = 'stepwise_changed';
 /**
  * Executions moved on within their status (payload: comma-separated ids, at most 200): steps
  * completed, a sleep ended, a long step named. Sent by workers apart from those writes, at most every
- * 25 ms (see progressAnnouncement). API servers' streams listen.
+ * 25 ms (see progressAnnouncement), and only while some API server holds a stream (CHANNEL_STREAMS).
+ * API servers' streams listen.
  */
 export const CHANNEL_PROGRESS = 'stepwise_progress';
+/**
+ * Who follows progress. Payload STREAMS_HELD: an API server holds execution streams, sent when one
+ * opens, every STREAMS_ANNOUNCE_MS while any is open, and in answer to STREAMS_ASK, which a worker sends
+ * whenever its LISTEN connection (re)connects. Workers announce progress only for PROGRESS_WINDOW_MS
+ * after the last STREAMS_HELD: every NOTIFY wakes every listening session of the database, so progress
+ * nobody follows would cost each API server and worker a wake-up 40 times a second per worker
+ * (docs/benchmarks.md, "Many processes").
+ */
+export const CHANNEL_STREAMS = 'stepwise_streams';
+export const STREAMS_HELD = 'held';
+export const STREAMS_ASK = 'ask';
+/** How often an API server holding streams says so (CHANNEL_STREAMS). */
+export const STREAMS_ANNOUNCE_MS = 5000;
+/** How long a worker announces progress after hearing of streams: three announcements, so one lost costs nothing. */
+export const PROGRESS_WINDOW_MS = 3 * STREAMS_ANNOUNCE_MS;
 /** An execution was cancelled (payload: its id). Workers listen, to abort a running handler. */
 export const CHANNEL_CANCEL = 'stepwise_cancel';
 /** A task's registration (its schemas) changed (payload: its name). API servers listen, to drop cached validators. */

@@ -1,5 +1,7 @@
+import type { Knex } from 'knex';
 import pg from 'pg';
-import { CHANNEL_PROGRESS } from './channels';
+import { CHANNEL_PROGRESS, CHANNEL_STREAMS, STREAMS_ASK, STREAMS_HELD } from './channels';
+import { queryRows } from './db';
 
 /** Ids per notification: a payload must stay under PostgreSQL's 8,000 bytes. */
 const IDS_PER_NOTIFICATION = 200;
@@ -21,3 +23,11 @@ export function progressAnnouncement(ids: readonly string[]): string {
   }
   return `BEGIN; SET LOCAL synchronous_commit TO off; ${notifies.join(' ')} COMMIT;`;
 }
+
+/** Tells workers that this API server holds execution streams (CHANNEL_STREAMS): they announce progress for a while. */
+export async function announceStreams(db: Knex): Promise<void> {
+  await queryRows(db, `SELECT pg_notify('${CHANNEL_STREAMS}', '${STREAMS_HELD}')`);
+}
+
+/** A worker's question to API servers: does any hold streams? (CHANNEL_STREAMS; sent on its LISTEN connection.) */
+export const askForStreams = `SELECT pg_notify('${CHANNEL_STREAMS}', '${STREAMS_ASK}')`;

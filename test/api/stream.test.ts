@@ -12,6 +12,8 @@ import { waitUntil } from '../helpers/wait-until';
 import { getSpec } from '../../src/api/spec';
 import { createDb, type Db } from '../../src/store/db';
 import { progressAnnouncement } from '../../src/store/progress';
+import { CHANNEL_PROGRESS, CHANNEL_STREAMS, STREAMS_ASK, STREAMS_HELD } from '../../src/store/channels';
+import pg from 'pg';
 import { recordStepResult } from '../../src/store/steps';
 import { claimExecutions } from '../../src/store/transitions/claim';
 import { completeExecutions } from '../../src/store/transitions/complete';
@@ -233,6 +235,97 @@ describe('with a real worker', () => {
     const steps = seen.map((e) => e.steps_completed);
     expect(steps).toEqual([...steps].sort((a, b) => a - b));
     expect(seen[seen.length - 1]).toMatchObject({ status: 'completed', steps_completed: 4, output: 3 });
+  });
+});
+
+describe('progress is announced only while streams are open', () => {
+  let api: TestApi;
+  let worker: Worker;
+  let listener: pg.Client;
+  const heard: Array<{ channel: string; payload: string }> = [];
+  const gates = new Map<string, () => void>();
+  const held = (name: string) => new Promise<void>((resolve) => gates.set(name, resolve));
+  const gated = (prefix: string) =>
+    defineTask({
+      name: uniqueTask(prefix),
+      async run(ctx) {
+        await ctx.step('one', () => 1);
+        await ctx.step('gate one', () => held(`${ctx.executionId} one`));
+        await ctx.step('two', () => 2);
+        await ctx.step('gate two', () => held(`${ctx.executionId} two`));
+        return 'done';
+      },
+    });
+  const first = gated('gated');
+  const progressOf = (id: string) => heard.filter((h) => h.channel === CHANNEL_PROGRESS && h.payload.split(',').includes(id));
+  const streamsHeld = () => heard.filter((h) => h.channel === CHANNEL_STREAMS && h.payload === STREAMS_HELD);
+  /** Reads the stream until `steps` steps are completed (only notifications move it: no fallback re-check). */
+  const untilSteps = async (stream: OpenedStream, steps: number) => {
+    let e = executionOf(await stream.next(15000));
+    while (e.steps_completed < steps) e = executionOf(await stream.next(15000));
+    return e;
+  };
+  beforeAll(async () => {
+    // Neither a fallback re-check nor a periodic announcement within the tests: only what they test moves the streams.
+    api = await startTestApi({ http: { waitPollIntervalMs: 600000 }, streamsAnnounceMs: 600000 });
+    listener = new pg.Client({ connectionString: api.t.url });
+    await listener.connect();
+    listener.on('notification', (msg) => void heard.push({ channel: msg.channel, payload: msg.payload ?? '' }));
+    await listener.query(`LISTEN ${CHANNEL_PROGRESS}; LISTEN ${CHANNEL_STREAMS}`);
+    worker = await startWorker(api.t, [first] as never);
+  });
+  afterAll(async () => {
+    for (const release of gates.values()) release();
+    await worker.stop();
+    await listener.end();
+    await api.close();
+  });
+
+  test('a worker that heard of no stream announces no steps; a stream opening makes it announce its running executions, then each step', async () => {
+    await waitUntil(() => heard.some((h) => h.channel === CHANNEL_STREAMS && h.payload === STREAMS_ASK), "the worker's question at start");
+    const { execution_id: id } = await api.client.schedule(first.name);
+    await waitUntil(() => gates.has(`${id} one`), 'step one recorded, the gate running');
+    expect((await api.client.get(id)).steps_completed).toBe(1);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(progressOf(id)).toEqual([]);
+    expect(streamsHeld()).toEqual([]);
+
+    const stream = await openEventStream(`${api.api.url}/api/v1/executions/${id}/stream`);
+    expect(executionOf(await stream.next())).toMatchObject({ status: 'running', steps_completed: 1 });
+    await waitUntil(() => progressOf(id).length === 1, 'the running execution announced once the worker heard of the stream');
+    expect(streamsHeld()).toHaveLength(1);
+    // A second stream within the interval says nothing new: workers are already announcing.
+    const second = await openEventStream(`${api.api.url}/api/v1/executions/${id}/stream`);
+    await second.next();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(streamsHeld()).toHaveLength(1);
+    second.close();
+
+    gates.get(`${id} one`)?.();
+    expect(await untilSteps(stream, 3)).toMatchObject({ status: 'running', steps_completed: 3 });
+    expect(progressOf(id).length).toBeGreaterThanOrEqual(2);
+    stream.close();
+  });
+
+  test('a worker started while a stream is open asks, is answered, and announces each step', async () => {
+    const later = gated('later');
+    await registerTask(api.db, later.name);
+    const { execution_id: id } = await api.client.schedule(later.name);
+    const stream = await openEventStream(`${api.api.url}/api/v1/executions/${id}/stream`);
+    expect(executionOf(await stream.next())).toMatchObject({ status: 'pending' });
+    const answersBefore = streamsHeld().length;
+    const another = await startWorker(api.t, [later] as never);
+    try {
+      await waitUntil(() => streamsHeld().length > answersBefore, "the API server's answer");
+      expect(await untilSteps(stream, 1)).toMatchObject({ status: 'running', steps_completed: 1 });
+      gates.get(`${id} one`)?.();
+      expect(await untilSteps(stream, 3)).toMatchObject({ status: 'running', steps_completed: 3 });
+      expect(progressOf(id).length).toBeGreaterThanOrEqual(1);
+    } finally {
+      gates.get(`${id} two`)?.();
+      stream.close();
+      await another.stop();
+    }
   });
 });
 

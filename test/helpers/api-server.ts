@@ -49,6 +49,8 @@ export interface TestApiOptions {
   logLevel?: string;
   /** Use this database pool (and URL) instead of a fresh test database. */
   db?: { db: Db; url: string };
+  /** How often the server tells workers it holds streams (ApiServerDeps.streamsAnnounceMs). */
+  streamsAnnounceMs?: number;
 }
 
 /**
@@ -73,7 +75,7 @@ export async function startTestApi(options: TestApiOptions = {}): Promise<TestAp
   });
   const logs = new LogCapture();
   const log = createLogger({ level: options.logLevel ?? 'info', destination: logs });
-  const api = await startApiServer({ config, databaseUrl: url, db, log });
+  const api = await startApiServer({ config, databaseUrl: url, db, log, streamsAnnounceMs: options.streamsAnnounceMs });
   const base = new URL(api.url);
   const violations: string[] = [];
 

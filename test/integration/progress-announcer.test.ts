@@ -46,6 +46,7 @@ test('an announcement sends the ids 200 to a notification, and leaves its connec
 
 test('the announcer gathers a burst of steps into one announcement, and sends later ones after it', async () => {
   const announcer = new ProgressAnnouncer({ run: async (sql) => void (await t.db.raw(sql)), log: createLogger({ level: 'silent' }), intervalMs: 100 });
+  announcer.streamsOpen(() => []);
   const a = randomUUID();
   const b = randomUUID();
   for (let i = 0; i < 50; i++) announcer.add(i % 2 ? a : b);
@@ -58,4 +59,39 @@ test('the announcer gathers a burst of steps into one announcement, and sends la
   announcer.add(b);
   await new Promise((r) => setTimeout(r, 250));
   expect(heard).toHaveLength(2);
+});
+
+test('the announcer is silent until it hears of streams and once its window has shut; on hearing of them, it announces the running executions at once', async () => {
+  let clock = 1_000_000;
+  const announcer = new ProgressAnnouncer({ run: async (sql) => void (await t.db.raw(sql)), log: createLogger({ level: 'silent' }), intervalMs: 10, windowMs: 15_000, now: () => clock });
+  announcer.add(randomUUID());
+  await new Promise((r) => setTimeout(r, 50));
+  expect(heard).toHaveLength(0);
+  announcer.streamsOpen(() => []);
+  const early = randomUUID();
+  announcer.add(early);
+  await waitUntil(() => heard.length === 1, 'an announcement within the window');
+  expect(heard[0]).toEqual([early]);
+  clock += 15_001;
+  const unheard = randomUUID();
+  announcer.add(unheard);
+  await new Promise((r) => setTimeout(r, 50));
+  expect(heard).toHaveLength(1);
+  // Streams: what runs now is announced, since its steps while shut were not; later steps as they come.
+  const running = [unheard, randomUUID()];
+  announcer.streamsOpen(() => running);
+  await waitUntil(() => heard.length === 2, 'the running executions announced');
+  expect(new Set(heard[1])).toEqual(new Set(running));
+  clock += 14_000;
+  const later = randomUUID();
+  announcer.add(later);
+  await waitUntil(() => heard.length === 3, 'a step while the window is open');
+  expect(heard[2]).toEqual([later]);
+  // Heard again while open: the window is extended, nothing re-announced.
+  announcer.streamsOpen(() => running);
+  clock += 14_000;
+  announcer.add(later);
+  await waitUntil(() => heard.length === 4, 'a step within the extended window');
+  expect(heard[3]).toEqual([later]);
+  announcer.stop();
 });
