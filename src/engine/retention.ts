@@ -17,7 +17,7 @@ export interface RetentionSweeperOptions {
   /** Called with the number of executions each batch deleted. */
   onDeleted?: (count: number) => void;
   /**
-   * The share of one connection's time a sweep may keep busy (default 0.1): after each batch it
+   * The share of one connection's time a sweep may keep busy (default 0.05): after each batch it
    * pauses for (1 / busyShare - 1) times as long as the batch took, so a large backlog is deleted at
    * a pace that leaves the database to the executions (docs/benchmarks.md has how the share was
    * chosen). 1 sweeps without pausing.
@@ -48,7 +48,7 @@ export class RetentionSweeper {
     this.intervalMs = options.intervalMs ?? 60_000;
     this.batchSize = options.batchSize ?? 1000;
     this.now = options.now ?? Date.now;
-    const share = options.busyShare ?? 0.1;
+    const share = options.busyShare ?? 0.05;
     if (!(share > 0 && share <= 1)) throw new RangeError(`busyShare must be in (0, 1], not ${share}`);
     this.pauseFactor = 1 / share - 1;
   }
