@@ -28,10 +28,10 @@ export class StreamsBeacon {
     if (channel === CHANNEL_STREAMS && payload === STREAMS_ASK && this.options.streams() > 0) this.send();
   };
 
-  constructor(private readonly options: StreamsBeaconOptions) {}
+  private readonly intervalMs: number;
 
-  private get intervalMs(): number {
-    return this.options.intervalMs ?? STREAMS_ANNOUNCE_MS;
+  constructor(private readonly options: StreamsBeaconOptions) {
+    this.intervalMs = options.intervalMs ?? STREAMS_ANNOUNCE_MS;
   }
 
   start(): void {

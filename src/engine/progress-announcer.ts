@@ -22,17 +22,14 @@ export class ProgressAnnouncer {
   private sending = false;
   private lastAt = 0;
   private stopped = false;
-  /** Until when progress is announced (Date.now() time): shut until an API server says it holds streams. */
+  /** Until when progress is announced (`now()` time): shut until an API server says it holds streams. */
   private openUntil = 0;
+  private readonly windowMs: number;
+  private readonly now: () => number;
 
-  constructor(private readonly options: { run: (sql: string) => Promise<void>; log: Logger; intervalMs?: number; windowMs?: number; now?: () => number }) {}
-
-  private now(): number {
-    return this.options.now ? this.options.now() : Date.now();
-  }
-
-  private get windowMs(): number {
-    return this.options.windowMs ?? PROGRESS_WINDOW_MS;
+  constructor(private readonly options: { run: (sql: string) => Promise<void>; log: Logger; intervalMs?: number; windowMs?: number; now?: () => number }) {
+    this.windowMs = options.windowMs ?? PROGRESS_WINDOW_MS;
+    this.now = options.now ?? Date.now;
   }
 
   /** Announces `executionId` with the next batch, if some API server holds streams. */
