@@ -168,8 +168,11 @@ export class Worker {
   /** Records the tasks and registers the worker in the database, starts listening and claiming. */
   async start(): Promise<void> {
     if (this.state !== WORKER_STATES.created) throw new Error('a worker starts once');
-    // Independent round trips: in parallel, so a worker is ready in one connection setup's time.
-    const started = await Promise.allSettled([upsertTasks(this.options.db, this.registry.toRegistrations()), this.notifications.start(), this.presence.start()]);
+    // Registered before its tasks: registering them makes its versions current and tells the other
+    // workers, which must then find it live, or they go on starting executions on the old version
+    // until their next read. Listening is independent, in parallel.
+    const registered = this.presence.start().then(() => upsertTasks(this.options.db, this.registry.toRegistrations()));
+    const started = await Promise.allSettled([registered, this.notifications.start()]);
     const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) {
       await Promise.all([this.notifications.stop(), this.presence.stop()]);

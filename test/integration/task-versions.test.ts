@@ -1,6 +1,7 @@
 // New code under running executions (PRODUCT.md §9): versions pin executions to the code they started
 // on, patches let one version carry both paths, and an operator moves executions on purpose. Real
 // workers (in process, started and stopped as a deploy would) over a real API server.
+import pg from 'pg';
 import { Registry } from 'prom-client';
 import { defineTask } from '../../src/index';
 import type { Worker } from '../../src/engine/worker';
@@ -98,6 +99,33 @@ describe('versions pin executions', () => {
     expect(moved.status).toBe(200);
     expect(moved.body).toEqual({ execution_id: old.execution_id, status: 'waiting', task_version: '2', previous_task_version: '1' });
     expect((await api.client.wait(old.execution_id, { timeoutSeconds: 10 })).output).toBe('v2');
+  });
+
+  test('a new version becomes current only once its worker is registered, so the old one keeps to its own', async () => {
+    const task = uniqueTask('approval');
+    await deploy(approval(task, '1', 'v1'));
+    // Hold the registry: version 2's worker cannot register while this transaction holds it.
+    const holder = new pg.Client({ connectionString: api.t.url });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE stepwise.workers IN EXCLUSIVE MODE');
+      const v2 = deploy(approval(task, '2', 'v2'));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Were version 2 current now, version 1's worker would find it served by no live worker and
+      // start new executions on version 1.
+      const [held] = await queryRows<{ current_version: string }>(api.db, 'SELECT current_version FROM stepwise.tasks WHERE name = ?', [task]);
+      expect(held.current_version).toBe('1');
+      await holder.query('COMMIT');
+      await v2;
+    } finally {
+      await holder.end();
+    }
+    const [row] = await queryRows<{ current_version: string }>(api.db, 'SELECT current_version FROM stepwise.tasks WHERE name = ?', [task]);
+    expect(row.current_version).toBe('2');
+    const fresh = await api.client.schedule(task);
+    await statusOf(fresh.execution_id, 'waiting');
+    expect((await api.client.get(fresh.execution_id)).task_version).toBe('2');
   });
 
   test('upgrade refuses what cannot move, with the envelope', async () => {
