@@ -112,7 +112,10 @@ export function ExecutionPage({ id }: { id: string }) {
   const [delivered, setDelivered] = useState<string | undefined>(undefined);
   const polled = usePolling<{ execution: Execution; steps: Step[]; attempts: Attempt[]; children?: ExecutionList }>(
     async () => {
-      const [execution, steps, attempts] = await Promise.all([client.get(id), client.listSteps(id), client.listAttempts(id)]);
+      // The execution first, its history after: read together, the history could predate the state
+      // (a sleep's status with no sleep step yet), and the stream, seeing that state, reloads no more.
+      const execution = await client.get(id);
+      const [steps, attempts] = await Promise.all([client.listSteps(id), client.listAttempts(id)]);
       // Only an execution whose handler started children has any to list.
       const children = steps.some((s) => s.kind === 'child') ? await client.list({ parent_execution_id: id, order: 'asc', limit: CHILDREN_SHOWN }) : undefined;
       setFinished(isTerminal(execution.status));

@@ -491,6 +491,38 @@ describe('dashboard in headless Chromium', () => {
     await t.client.cancel(sleepingId);
   });
 
+  it('reads an execution’s steps and attempts only once its state has come, so they are never older than it', async () => {
+    // Read together, steps could be read before a sleep began and the state after: the page would
+    // show a sleep without its deadline, and the stream, whose next event matches that state, would
+    // not reload it.
+    const { execution_id: id } = await t.client.schedule('ui-quick');
+    await waitUntil(async () => (await t.client.get(id)).status === 'completed', 'the quick execution to complete');
+    const executionUrl = `${t.api.url}/api/v1/executions/${id}`;
+    const seen: string[] = [];
+    const onRequest = (req: { url(): string }) => {
+      if (req.url() === `${executionUrl}/steps` || req.url().startsWith(`${executionUrl}/steps?`)) seen.push('steps');
+      if (req.url() === `${executionUrl}/attempts` || req.url().startsWith(`${executionUrl}/attempts?`)) seen.push('attempts');
+    };
+    page.on('request', onRequest);
+    await page.route(executionUrl, async (route) => {
+      seen.push('execution held');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      seen.push('execution answered');
+      await route.continue();
+    });
+    try {
+      await page.goto(`${t.api.url}/ui#/executions/${id}`);
+      await page.locator('[data-testid="execution-detail"][data-status="completed"]').waitFor();
+      const answered = seen.indexOf('execution answered');
+      expect(answered).toBeGreaterThan(0);
+      expect(seen.indexOf('steps')).toBeGreaterThan(answered);
+      expect(seen.indexOf('attempts')).toBeGreaterThan(answered);
+    } finally {
+      page.off('request', onRequest);
+      await page.unroute(executionUrl);
+    }
+  });
+
   it("lists a failed execution's attempts with the error and a folded stack, and retries it from the page", async () => {
     const { execution_id: id } = await t.client.schedule('ui-flaky', {}, { idempotencyKey: 'order-A-2002-charge', tags: ['checkout', 'eu'] });
     await waitUntil(async () => (await t.client.get(id)).status === 'failed', 'the charge to fail');
