@@ -30,7 +30,7 @@ async function stop(p: TestProcess): Promise<void> {
 }
 
 async function workerOf(version: string): Promise<TestProcess> {
-  const env = { DATABASE_URL: api.t.url, STEPWISE_TEST_VERSION: version, STEPWISE_LEASE_MS: '10000', STEPWISE_HEARTBEAT_INTERVAL_MS: '200' };
+  const env = { DATABASE_URL: api.t.url, STEPWISE_TEST_VERSION: version, STEPWISE_LEASE_MS: '10000' };
   const p = await spawnTsx('test/fixtures/worker-process.ts', [FIXTURE], env, 'ready', 45_000);
   processes.push(p);
   return p;
