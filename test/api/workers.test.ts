@@ -12,8 +12,11 @@ import { startWorker } from '../helpers/worker';
 
 const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 const VERSION = (require('../../package.json') as { version: string }).version;
-/** Fast beats, so that tests see heartbeats and losses in a fraction of a second. */
-const FAST = { heartbeatIntervalMs: 50 };
+/**
+ * Fast beats, so that tests see heartbeats in a fraction of a second, and a loss threshold far above
+ * them: on a loaded machine a beat comes late, and three missed beats would list a live worker lost.
+ */
+const FAST = { heartbeatIntervalMs: 50, lostAfterMs: 10_000 };
 
 let api: TestApi;
 const running: Worker[] = [];

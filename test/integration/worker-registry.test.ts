@@ -55,7 +55,8 @@ describe('worker registry', () => {
     const longGone = await silentWorker('2 hours');
     const lostLately = await silentWorker('1 minute');
     // One sweep every twelve beats: a fraction of a second at this interval.
-    const worker = await startWorker(t, [task], { heartbeatIntervalMs: 20 });
+    // Its own loss threshold far above its beats: a late beat on a loaded machine must not list it lost.
+    const worker = await startWorker(t, [task], { heartbeatIntervalMs: 20, lostAfterMs: 10_000 });
     try {
       await waitUntil(async () => (await row(longGone)) === undefined, 'the long-lost worker to be forgotten');
       // The same statement kept the worker lost for a minute only (the default keeps them an hour).
