@@ -117,7 +117,8 @@ describe('GET /workers', () => {
   });
 
   test('a worker killed without stopping is listed as lost once it missed its beats', async () => {
-    const env = { DATABASE_URL: api.t.url, SIDE_EFFECT_LOG: '/dev/null', STEPWISE_HEARTBEAT_INTERVAL_MS: '100' };
+    // Lost after a second of silence: soon enough to watch, and not after one late beat of a loaded machine.
+    const env = { DATABASE_URL: api.t.url, SIDE_EFFECT_LOG: '/dev/null', STEPWISE_HEARTBEAT_INTERVAL_MS: '100', STEPWISE_LOST_AFTER_MS: '1000' };
     const proc = await spawnTsx('test/fixtures/worker-process.ts', ['test/fixtures/crash-tasks.ts'], env);
     try {
       const mine = async () => (await api.client.listWorkers()).find((w) => w.pid === proc.child.pid);
