@@ -103,8 +103,10 @@ describe('versions pin executions', () => {
 
   test('a new version becomes current only once its worker is registered, so the old one keeps to its own', async () => {
     const task = uniqueTask('approval');
+    const current = async () => (await queryRows<{ current_version: string }>(api.db, 'SELECT current_version FROM stepwise.tasks WHERE name = ?', [task]))[0].current_version;
     await deploy(approval(task, '1', 'v1'));
-    // Hold the registry: version 2's worker cannot register while this transaction holds it.
+    // Hold the registry: version 2's worker cannot register while this transaction holds it. On a
+    // connection of its own: holding one of the pool's, the test hung instead of failing without the fix.
     const holder = new pg.Client({ connectionString: api.t.url });
     await holder.connect();
     try {
@@ -114,15 +116,13 @@ describe('versions pin executions', () => {
       await new Promise((resolve) => setTimeout(resolve, 300));
       // Were version 2 current now, version 1's worker would find it served by no live worker and
       // start new executions on version 1.
-      const [held] = await queryRows<{ current_version: string }>(api.db, 'SELECT current_version FROM stepwise.tasks WHERE name = ?', [task]);
-      expect(held.current_version).toBe('1');
+      expect(await current()).toBe('1');
       await holder.query('COMMIT');
       await v2;
     } finally {
       await holder.end();
     }
-    const [row] = await queryRows<{ current_version: string }>(api.db, 'SELECT current_version FROM stepwise.tasks WHERE name = ?', [task]);
-    expect(row.current_version).toBe('2');
+    expect(await current()).toBe('2');
     const fresh = await api.client.schedule(task);
     await statusOf(fresh.execution_id, 'waiting');
     expect((await api.client.get(fresh.execution_id)).task_version).toBe('2');

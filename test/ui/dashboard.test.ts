@@ -500,8 +500,8 @@ describe('dashboard in headless Chromium', () => {
     const executionUrl = `${t.api.url}/api/v1/executions/${id}`;
     const seen: string[] = [];
     const onRequest = (req: { url(): string }) => {
-      if (req.url() === `${executionUrl}/steps` || req.url().startsWith(`${executionUrl}/steps?`)) seen.push('steps');
-      if (req.url() === `${executionUrl}/attempts` || req.url().startsWith(`${executionUrl}/attempts?`)) seen.push('attempts');
+      const [url] = req.url().split('?');
+      for (const part of ['steps', 'attempts']) if (url === `${executionUrl}/${part}`) seen.push(part);
     };
     page.on('request', onRequest);
     await page.route(executionUrl, async (route) => {
