@@ -1,4 +1,4 @@
-import { preparedRows, queryRows, type Db } from './db';
+import { opaqueParam as P, preparedRows, queryRows, type Db } from './db';
 
 /**
  * Lease upkeep: the writes a worker makes on an execution it holds that do not change its status.
@@ -28,10 +28,10 @@ export async function renewLeases(db: Db, leases: readonly Lease[], leaseMs: num
     db,
     'stepwise_renew',
     `WITH locked AS (
-       SELECT id FROM stepwise.executions WHERE id = ANY($2::uuid[]) ORDER BY id FOR NO KEY UPDATE
+       SELECT id FROM stepwise.executions WHERE id = ANY(${P('$2', 'uuid[]')}) ORDER BY id FOR NO KEY UPDATE
      )
      UPDATE stepwise.executions e SET due_at = now() + make_interval(secs => $1)
-       FROM unnest($2::uuid[], $3::uuid[]) AS l(id, token)
+       FROM unnest(${P('$2', 'uuid[]')}, ${P('$3', 'uuid[]')}) AS l(id, token)
       WHERE e.id = l.id AND e.lease_token = l.token AND e.status = 'running' AND e.due_at > now()
         AND (SELECT count(*) FROM locked) >= 0
       RETURNING e.id`,

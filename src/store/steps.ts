@@ -1,4 +1,4 @@
-import { preparedRows, queryRows, withReadCommitted, type Db } from './db';
+import { opaqueParam as P, preparedRows, queryRows, withReadCommitted, type Db } from './db';
 import type { Lease } from './leases';
 import { rowToStep, toJsonb, type ExecutionError, type StepFailure, type StepKind, type StepOutcome, type StepRecord, type StepRow } from './rows';
 
@@ -124,10 +124,10 @@ export async function recordStepResults(db: Db, items: readonly StepResult[]): P
  */
 function recordStepsSql(counts: string, conflict: string): string {
   return `WITH input AS (
-       SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::jsonb[], $6::timestamptz[], $7::text[]) AS i(id, token, seq, name, result, started_at, kind)
+       SELECT * FROM unnest(${P('$1', 'uuid[]')}, ${P('$2', 'uuid[]')}, ${P('$3', 'int[]')}, ${P('$4', 'text[]')}, ${P('$5', 'jsonb[]')}, ${P('$6', 'timestamptz[]')}, ${P('$7', 'text[]')}) AS i(id, token, seq, name, result, started_at, kind)
      ),
      locked AS (
-       SELECT id FROM stepwise.executions WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE
+       SELECT id FROM stepwise.executions WHERE id = ANY(${P('$1', 'uuid[]')}) ORDER BY id FOR NO KEY UPDATE
      ),
      fence AS (
        UPDATE stepwise.executions e

@@ -1,5 +1,5 @@
 import { CHANNEL_CHANGED, notifyIds } from '../channels';
-import { preparedRows, type Db } from '../db';
+import { opaqueParam as P, preparedRows, type Db } from '../db';
 import type { Lease } from '../leases';
 import { toJsonb } from '../rows';
 import { COMPLETE, startsFrom, writes } from './moves';
@@ -46,16 +46,16 @@ export async function completeExecutions(db: Db, items: readonly Completion[]): 
  * statement.
  */
 export const COMPLETE_CTES = `parents AS (
-       SELECT id FROM stepwise.executions WHERE id = ANY($4::uuid[]) ORDER BY id FOR NO KEY UPDATE
+       SELECT id FROM stepwise.executions WHERE id = ANY(${P('$4', 'uuid[]')}) ORDER BY id FOR NO KEY UPDATE
      ),
      own AS (
-       SELECT id FROM stepwise.executions WHERE id = ANY($1::uuid[]) AND (SELECT count(*) FROM parents) >= 0 ORDER BY id FOR NO KEY UPDATE
+       SELECT id FROM stepwise.executions WHERE id = ANY(${P('$1', 'uuid[]')}) AND (SELECT count(*) FROM parents) >= 0 ORDER BY id FOR NO KEY UPDATE
      ),
      done AS (
        UPDATE stepwise.executions e
           SET status = ${writes(COMPLETE, 'completed')}, output = ($3::jsonb[])[array_position($2::uuid[], e.lease_token)], completed_at = now(),
               due_at = NULL, lease_token = NULL, current_step = NULL, error = NULL
-        WHERE e.id = ANY($1::uuid[]) AND e.lease_token = ANY($2::uuid[]) AND ${startsFrom(COMPLETE, 'e.status')}
+        WHERE e.id = ANY(${P('$1', 'uuid[]')}) AND e.lease_token = ANY(${P('$2', 'uuid[]')}) AND ${startsFrom(COMPLETE, 'e.status')}
           AND ($1::uuid[])[array_position($2::uuid[], e.lease_token)] = e.id
           AND (SELECT count(*) FROM own) >= 0
         RETURNING e.id
