@@ -117,12 +117,13 @@ export async function preparedRows<T>(db: Knex, name: string, text: string, valu
 
 /**
  * A parameter of a prepared statement as the planner may not read it: `(SELECT $n::type)::type`, an
- * InitPlan evaluated once per run. For an array of ids, an unnest of batch columns or a LIMIT, write
- * this rather than `$n`. A prepared statement's first five runs are planned with their values (4 ids
- * cost as 4 rows, LIMIT 8 as 8 rows), its generic plan without (10 ids, 100 unnested rows, 10 % of
- * the table): on a table of any size the generic plan looks dearer than a small batch's, and
- * PostgreSQL then plans every run anew, which for a statement of many CTEs can cost more than running
- * it. Hidden, both plans see the same unknown and the generic plan is kept after the fifth run.
+ * InitPlan evaluated once per run. A prepared statement's first five runs are planned with their
+ * values (4 ids cost as 4 rows), its generic plan without (10 ids, 100 unnested rows): on a table of
+ * any size the generic plan can look dearer than a small batch's, and PostgreSQL then plans every run
+ * anew, which for a statement of many CTEs costs more than running it. Hidden, both plans see the same
+ * unknown and the generic plan is kept after the fifth run. Used where test/integration/plan-cache
+ * showed the fault (a batch's arrays); the claims' LIMIT and the insert keep their generic plans as
+ * they are.
  */
 export const opaqueParam = (param: string, type: string): string => `(SELECT ${param}::${type})::${type}`;
 
