@@ -14,6 +14,7 @@ export type { TaskContext, TaskDefinition, TaskOptions, ChildOptions, InvokeOpti
 export {
   NonRetryableError,
   EventTimeoutError,
+  WaitSupersededError,
   ChildExecutionError,
   ChildTimeoutError,
   NonDeterminismError,

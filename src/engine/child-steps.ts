@@ -30,7 +30,8 @@ export class ChildSteps {
     }
     this.ctx.throwIfAborted();
     if (recorded.wakeAt && recorded.wakeAt.getTime() <= this.ctx.databaseNow()) {
-      const timed = await this.ctx.write(() => completeTimedStep(this.ctx.db, this.ctx.lease, seq, { timed_out: true }));
+      // In flight, as a sleep's (see DurableContext.pause): no suspension before it is known to be over.
+      const timed = await this.ctx.suspension.track(() => this.ctx.write(() => completeTimedStep(this.ctx.db, this.ctx.lease, seq, { timed_out: true })));
       if (timed.kind === 'lost') throw new LeaseLostError(this.ctx.lease.id);
       if (timed.kind === 'completed') this.ctx.progressed?.();
       if (timed.kind !== 'not_due') return childOutcome(seq, key, timed.result as ChildStepResult);

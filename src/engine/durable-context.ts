@@ -15,7 +15,8 @@ import type { ChildTaskChecker } from './children';
 import type { LazyAbortController } from './abort';
 import { ChildSteps } from './child-steps';
 import { retryWhileUnavailable } from './db-retry';
-import { EventTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError, StepFailedError } from './errors';
+import { EventTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError, StepFailedError, WaitSupersededError } from './errors';
+import { ReplayOrder } from './replay-order';
 import { StepRunner, type StepOptions } from './step-runner';
 import type { StepFn } from './step-attempt';
 import { Suspension } from './suspension';
@@ -76,7 +77,15 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   readonly suspension: Suspension;
   /** What the step and child helpers see; made anew when a resume binds the context to a new claim. */
   private operation: OperationContext;
+  /** Past every position known: the history's and those this run took. */
   private nextSeq: number;
+  /** How many positions this run has taken, in call order: the position of the next operation. */
+  private position = 0;
+  /**
+   * False once the history holds an operation away from its call position (written before positions
+   * were checked, around a lost in-flight step): such a replay is matched by key alone.
+   */
+  private positional = true;
   private operations: number;
   private readonly nameCounts = new Map<string, number>();
   /** The recorded operations by key, patch markers apart. */
@@ -85,6 +94,10 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   private readonly reached = new Set<string>();
   /** The change ids whose patch markers the history holds. */
   private readonly markers: Set<string>;
+  /** Every recorded row by position, patch markers included. */
+  private readonly bySeq: Map<number, ReplayRecord>;
+  /** Hands recorded outcomes to the handler in the order they happened. */
+  private readonly order: ReplayOrder;
   /** What ctx.patched answered in this run, per change id. */
   private readonly patches = new Map<string, boolean>();
   /** Settles true once every marker this run recorded has landed (false: the lease was lost). */
@@ -98,6 +111,8 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     this.scheduledFor = options.scheduledFor;
     this.history = new Map(options.history.filter((s) => s.kind !== 'patch').map((s) => [s.name, s]));
     this.markers = new Set(options.history.filter((s) => s.kind === 'patch').map((s) => s.name));
+    this.bySeq = new Map(options.history.map((s) => [s.seq, s]));
+    this.order = new ReplayOrder(options.history);
     this.nextSeq = options.history.reduce((max, s) => Math.max(max, s.seq + 1), 0);
     this.operations = options.history.length;
     this.suspension = new Suspension((waits) => this.suspend(waits));
@@ -159,6 +174,10 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
 
   async step<T>(name: string, fn: StepFn<T>, options: StepOptions = {}): Promise<Jsonify<Awaited<T>>> {
     const { seq, key, recorded } = this.next(name, 'step');
+    if (recorded?.completed || recorded?.outcome === 'failed') {
+      const turn = this.turn(seq);
+      if (turn) await turn;
+    }
     if (recorded?.completed) return recorded.result as Jsonify<Awaited<T>>;
     if (recorded?.outcome === 'failed') throw new StepFailedError(key, recorded.error ?? { type: 'Error', message: 'step failed', retryable: false });
     this.throwIfAborted();
@@ -190,13 +209,21 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   invoke(name: string, task: TaskDefinition | string, data?: unknown, options?: InvokeOptions): Promise<never>;
   async invoke(name: string, task: TaskDefinition | string, data?: unknown, options: InvokeOptions = {}): Promise<unknown> {
     const { seq, key, recorded } = this.next(name, 'child');
+    if (recorded?.completed) {
+      const turn = this.turn(seq);
+      if (turn) await turn;
+    }
     return this.childSteps.invoke(seq, key, recorded, task, data, options);
   }
 
   spawn(name: string, task: TaskDefinition | string, data?: unknown, options?: ChildOptions): Promise<string>;
   async spawn(name: string, task: TaskDefinition | string, data?: unknown, options: ChildOptions = {}): Promise<string> {
     const { seq, key, recorded } = this.next(name, 'child');
-    if (recorded) return (recorded.result as ChildStepResult).execution_id;
+    if (recorded) {
+      const turn = recorded.completed ? this.turn(seq) : undefined;
+      if (turn) await turn;
+      return (recorded.result as ChildStepResult).execution_id;
+    }
     return this.childSteps.start(seq, key, task, data, options, true);
   }
 
@@ -204,6 +231,9 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     checkChangeId('ctx.patched', changeId);
     let answer = this.patches.get(changeId);
     if (answer !== undefined) return answer;
+    // The first run recorded its marker here, at this call's position: a replay takes that position.
+    const atPosition = this.bySeq.get(this.position);
+    if (atPosition?.kind === 'patch' && atPosition.name === changeId) this.position += 1;
     // Recorded: this execution took the new path here before. Else a replay that has not yet reached
     // the end of its history is re-running code that ran without the change: the old path.
     answer = this.markers.has(changeId) || !this.replaying();
@@ -243,7 +273,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
 
   /** Records a patch marker at the next position, after any marker before it; see markersRecorded. */
   private recordMarker(changeId: string): void {
-    const marker = { ...this.options.lease, seq: this.nextSeq++, name: changeId, kind: 'patch' as const, result: null, startedAt: new Date() };
+    const marker = { ...this.options.lease, seq: this.takePosition(), name: changeId, kind: 'patch' as const, result: null, startedAt: new Date() };
     const previous = this.markersLanded;
     this.markersLanded = (async () => {
       if (previous && !(await previous)) return false;
@@ -261,10 +291,17 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
    */
   private async pause(name: string, kind: 'sleep' | 'event', deadline: () => Date | null): Promise<unknown> {
     const { seq, key, recorded } = this.next(name, kind);
+    if (recorded?.completed || recorded?.outcome === 'cancelled') {
+      const turn = this.turn(seq);
+      if (turn) await turn;
+    }
     if (recorded?.completed) return recorded.result;
+    if (recorded?.outcome === 'cancelled') throw new WaitSupersededError(name, key);
     this.throwIfAborted();
     if (recorded?.wakeAt && recorded.wakeAt.getTime() <= this.databaseNow()) {
-      const timed = await this.write(() => completeTimedStep(this.options.db, this.options.lease, seq, kind === 'sleep' ? { slept: true } : { timed_out: true }));
+      // In flight: no suspension may begin on the other waits before this one is known to be over.
+      const result = kind === 'sleep' ? { slept: true } : { timed_out: true };
+      const timed = await this.suspension.track(() => this.write(() => completeTimedStep(this.options.db, this.options.lease, seq, result)));
       if (timed.kind === 'lost') throw new LeaseLostError(this.executionId);
       if (timed.kind === 'completed') this.options.progressed?.();
       if (timed.kind !== 'not_due') {
@@ -285,9 +322,18 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     const count = (this.nameCounts.get(name) ?? 0) + 1;
     this.nameCounts.set(name, count);
     const key = count === 1 ? name : `${name}#${count}`;
-    const recorded = this.history.get(key);
+    const position = this.position++;
+    const atPosition = this.positional ? this.bySeq.get(position) : undefined;
+    // Operations take positions in call order, so a replay must meet the history's operations where
+    // they were recorded: one added, skipped or moved is a divergence, named here (patches exist for
+    // intended changes). A position the history lacks was an operation whose record never landed.
+    if (atPosition && (atPosition.kind !== kind || atPosition.name !== key)) {
+      throw new NonDeterminismError(position, { kind: atPosition.kind, name: atPosition.name }, { kind, name: key });
+    }
+    const recorded = atPosition ?? this.history.get(key);
     if (recorded) {
       if (recorded.kind !== kind) throw new NonDeterminismError(recorded.seq, { kind: recorded.kind, name: key }, { kind, name: key });
+      if (recorded.seq !== position) this.positional = false;
       this.reached.add(key);
       return { seq: recorded.seq, key, recorded };
     }
@@ -295,7 +341,30 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
       throw new NonRetryableError(`execution ${this.executionId} reached the limit of ${this.options.limits.operations} durable operations (at ${kind} ${JSON.stringify(key)})`);
     }
     this.operations += 1;
-    return { seq: this.nextSeq++, key, recorded: undefined };
+    return { seq: this.positionFor(position), key, recorded: undefined };
+  }
+
+  /**
+   * Undefined when a recorded outcome may be handed over now, else its turn (see ReplayOrder), held as
+   * in flight: no suspension may begin while a recorded outcome is still to come.
+   */
+  private turn(seq: number): Promise<void> | undefined {
+    const turn = this.order.turn(seq);
+    return turn && this.suspension.track(() => turn);
+  }
+
+  /** The position a new operation is recorded at: its call position when free, else past every known one. */
+  private positionFor(position: number): number {
+    if (this.positional && !this.bySeq.has(position)) {
+      this.nextSeq = Math.max(this.nextSeq, position + 1);
+      return position;
+    }
+    return this.nextSeq++;
+  }
+
+  /** A new position for a patch marker, in call order like an operation's. */
+  private takePosition(): number {
+    return this.positionFor(this.position++);
   }
 
   /** `delayMs` from now on the database's clock, within the years a timestamp can be written in. */
@@ -308,7 +377,8 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   private async suspend(waits: readonly Wait[]): Promise<Date | null> {
     this.throwIfAborted();
     const first = waits.reduce((a, b) => (b.seq < a.seq ? b : a));
-    const suspended = await this.write(() => suspendExecution(this.options.db, this.options.lease, waits, this.options.deadline, first.name));
+    const superseded = this.suspension.takeSuperseded();
+    const suspended = await this.write(() => suspendExecution(this.options.db, this.options.lease, waits, this.options.deadline, first.name, superseded));
     if (!suspended) throw new LeaseLostError(this.executionId);
     return suspended.wakeAt;
   }

@@ -38,6 +38,22 @@ export class EventTimeoutError extends Error {
 }
 
 /**
+ * Rejects a ctx.waitForEvent that is still open when the handler waits for the same event again: the
+ * old wait (a race's losing branch, a loop's earlier round) is closed, so a delivery reaches the new
+ * one. A handler that awaits both at once gets this from the older.
+ */
+export class WaitSupersededError extends Error {
+  override name = 'WaitSupersededError';
+  constructor(
+    readonly eventName: string,
+    readonly closed: string,
+    readonly by?: string,
+  ) {
+    super(`the wait ${JSON.stringify(closed)} for event ${JSON.stringify(eventName)} was closed by a later wait for the same event${by ? ` (${JSON.stringify(by)})` : ''}`);
+  }
+}
+
+/**
  * Thrown by ctx.invoke when the child execution failed or was cancelled; a handler may catch it.
  * `error` is the child's own (its type, message and whether it was retryable).
  */
@@ -173,6 +189,7 @@ export function isNonRetryable(err: unknown): boolean {
     err instanceof NonDeterminismError ||
     err instanceof ChildExecutionError ||
     err instanceof ChildTimeoutError ||
-    err instanceof EventTimeoutError
+    err instanceof EventTimeoutError ||
+    err instanceof WaitSupersededError
   );
 }

@@ -6,6 +6,7 @@ import type { Logger } from '../logger';
 import type { Db } from '../store/db';
 import { isDatabaseUnavailable } from '../store/db-errors';
 import { failExecution } from '../store/transitions/fail';
+import { closeOpenWaits } from '../store/transitions/suspend';
 import { type ClaimedExecution } from '../store/transitions/claim';
 import { type Completion } from '../store/transitions/complete';
 import type { StepKind } from '../store/rows';
@@ -164,6 +165,7 @@ export class ExecutionRunner {
         return { kind: 'suspended', wakeAt: ended.wakeAt };
       }
       live.ctx.suspension.close();
+      await this.settleLeftovers(live, held);
       if (ended.kind === 'threw') throw ended.error;
       if (held.controller.aborted) throw held.controller.reason;
       const output = toOutput(ended.output, this.options.limits.valueBytes);
@@ -226,6 +228,24 @@ export class ExecutionRunner {
         void live.ended.then(() => this.options.observer?.detached?.(-1));
       });
     });
+  }
+
+  /**
+   * What the handler left behind when it ended, before the execution ends with it: a step still
+   * running (a Promise.all that a sibling failed) is let finish and is recorded, so it never runs
+   * again on a retry; waits left open (a race's losing branch) are closed. Stops early on an abort.
+   */
+  private async settleLeftovers(live: LiveHandler, held: HeldExecution): Promise<void> {
+    const { suspension } = live.ctx;
+    await new Promise<void>((resolve) => {
+      void suspension.idle().then(resolve);
+      held.controller.onAbort(() => resolve());
+    });
+    const open = suspension.abandoned.map((w) => w.seq);
+    if (open.length === 0 || held.controller.aborted) return;
+    await held.claimCommitted;
+    const closed = await retryWhileUnavailable(() => closeOpenWaits(this.options.db, held.lease, open), held.leaseExpiresAt);
+    if (!closed) throw new LeaseLostError(held.lease.id);
   }
 
   /** Drops a kept handler (its execution was cancelled): it will not be resumed here. */

@@ -1,5 +1,6 @@
 import type { ReplayRecord } from '../store/steps';
 import type { Wait } from '../store/transitions/suspend';
+import { WaitSupersededError } from './errors';
 
 /** A registered wait, with how to finish the promise the handler awaits when it is over. */
 export interface BlockedWait {
@@ -31,6 +32,8 @@ export class Suspension {
   private inFlight = 0;
   private blocked: BlockedWait[] = [];
   private checkScheduled = false;
+  private superseded: Wait[] = [];
+  private idlers: Array<() => void> = [];
   private state: 'open' | 'suspending' | 'suspended' | 'closed' = 'open';
   private resolveSuspended!: (wakeAt: Date | null) => void;
   private rejectSuspended!: (err: unknown) => void;
@@ -48,16 +51,44 @@ export class Suspension {
       return await work();
     } finally {
       this.inFlight -= 1;
+      if (this.inFlight === 0) for (const idle of this.idlers.splice(0)) idle();
       this.poke();
     }
   }
 
-  /** Registers a wait and returns the promise the handler awaits; the execution suspends on it. */
+  /**
+   * Registers a wait and returns the promise the handler awaits; the execution suspends on it. A new
+   * wait for an event closes the older open wait for the same event (it lost a race, or was left
+   * behind in a loop): that one rejects with WaitSupersededError, and deliveries reach the new one.
+   */
   block<T>(wait: Wait, finish: (record: ReplayRecord) => T | Promise<T>): Promise<T> {
+    if (wait.kind === 'event') {
+      for (const older of this.blocked.filter((b) => b.wait.kind === 'event' && b.wait.eventName === wait.eventName)) {
+        this.blocked.splice(this.blocked.indexOf(older), 1);
+        this.superseded.push(older.wait);
+        older.reject(new WaitSupersededError(wait.eventName as string, older.wait.name, wait.name));
+      }
+    }
     return new Promise<T>((resolve, reject) => {
       this.blocked.push({ wait, finish, resolve: resolve as (v: unknown) => void, reject });
       this.poke();
     });
+  }
+
+  /** Event waits closed since the last suspension (see block): the next one records them closed. */
+  takeSuperseded(): Wait[] {
+    return this.superseded.splice(0);
+  }
+
+  /** The waits the handler left open when it ended: their rows are closed with the execution's end. */
+  get abandoned(): readonly Wait[] {
+    return this.blocked.map((b) => b.wait);
+  }
+
+  /** Settles once nothing is in flight: a step that the handler left running has been recorded. */
+  idle(): Promise<void> {
+    if (this.inFlight === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idlers.push(resolve));
   }
 
   /** The handler returned or threw, or the execution was stopped: no suspension from now on. */
@@ -78,12 +109,11 @@ export class Suspension {
   reopen(finished: ReadonlyMap<number, ReplayRecord>): void {
     this.state = 'open';
     this.arm();
-    const still: BlockedWait[] = [];
-    for (const b of this.blocked) {
-      if (!finished.has(b.wait.seq)) {
-        still.push(b);
-        continue;
-      }
+    const still = this.blocked.filter((b) => !finished.has(b.wait.seq));
+    // In the order they ended, as a replay would settle them (see ReplayOrder); just now last.
+    const ended = (b: BlockedWait) => (finished.get(b.wait.seq) as ReplayRecord).endedAt ?? Number.POSITIVE_INFINITY;
+    const over = this.blocked.filter((b) => finished.has(b.wait.seq)).sort((a, b) => ended(a) - ended(b) || a.wait.seq - b.wait.seq);
+    for (const b of over) {
       try {
         b.resolve(b.finish(finished.get(b.wait.seq) as ReplayRecord));
       } catch (err) {

@@ -425,7 +425,7 @@ const DELIVER_SQL = `WITH target AS (
                 SELECT o.seq FROM stepwise.steps o
                  WHERE o.execution_id = (SELECT id FROM target) AND o.kind = 'event' AND o.event_name = $2
                    AND NOT o.completed AND o.outcome IS NULL AND (o.wake_at IS NULL OR o.wake_at > now())
-                 ORDER BY o.seq LIMIT 1)
+                 ORDER BY o.seq DESC LIMIT 1)
           AND NOT s.completed AND s.outcome IS NULL
        RETURNING s.seq
      ),
@@ -438,8 +438,8 @@ const DELIVER_SQL = `WITH target AS (
      SELECT delivered.*, pg_notify('${CHANNEL_WORK}', delivered.task) IS NULL AS _n FROM delivered`;
 
 /**
- * Delivers an event in one statement: it locks the execution while it waits, completes its earliest
- * open wait for this event whose deadline has not passed (a delivery after the timeout loses to it),
+ * Delivers an event in one statement: it locks the execution while it waits, completes its latest
+ * open wait for this event (the one the handler waits on now: an older one was left behind) whose deadline has not passed (a delivery after the timeout loses to it),
  * makes the execution due and wakes the workers. Of two concurrent deliveries the second waits for
  * the row lock; its update of the wait's step then finds the step completed and delivers nothing.
  * The caller validates the payload first (an execution's task never changes).

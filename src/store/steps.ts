@@ -17,6 +17,8 @@ export async function loadSteps(db: Db, executionId: string): Promise<StepRecord
 export type ReplayRecord = Pick<StepRecord, 'seq' | 'name' | 'kind' | 'completed' | 'result' | 'wakeAt' | 'startedAt' | 'outcome' | 'error' | 'failures'> & {
   /** Failed attempts a step's retry budget no longer counts (an operator retried the execution). */
   attemptBase: number;
+  /** When it ended (completed, failed or closed), in epoch microseconds: the order a replay settles in. */
+  endedAt: number | null;
 };
 
 /**
@@ -44,6 +46,7 @@ async function readReplayRows(db: Db, name: string, where: string, values: unkno
     result_missing: boolean;
     wake_ms: number | null;
     started_ms: number;
+    ended_us: number | null;
     outcome: StepOutcome | null;
     error: ExecutionError | null;
     failures: StepFailure[] | null;
@@ -53,6 +56,7 @@ async function readReplayRows(db: Db, name: string, where: string, values: unkno
     name,
     `SELECT seq, name, kind, completed, result, result IS NULL AS result_missing,
             (extract(epoch FROM wake_at) * 1000)::float8 AS wake_ms, (extract(epoch FROM started_at) * 1000)::float8 AS started_ms,
+            (extract(epoch FROM completed_at) * 1000000)::float8 AS ended_us,
             outcome, CASE WHEN NOT completed THEN error END AS error, CASE WHEN NOT completed THEN failures END AS failures, attempt_base
        FROM stepwise.steps WHERE ${where} ORDER BY seq`,
     values,
@@ -70,6 +74,7 @@ async function readReplayRows(db: Db, name: string, where: string, values: unkno
     error: r.error,
     failures: r.failures ?? [],
     attemptBase: r.attempt_base,
+    endedAt: r.ended_us,
   }));
 }
 
@@ -124,7 +129,7 @@ export async function recordStepResults(db: Db, items: readonly StepResult[]): P
  */
 function recordStepsSql(counts: string, conflict: string): string {
   return `WITH input AS (
-       SELECT * FROM unnest(${P('$1', 'uuid[]')}, ${P('$2', 'uuid[]')}, ${P('$3', 'int[]')}, ${P('$4', 'text[]')}, ${P('$5', 'jsonb[]')}, ${P('$6', 'timestamptz[]')}, ${P('$7', 'text[]')}) AS i(id, token, seq, name, result, started_at, kind)
+       SELECT * FROM unnest(${P('$1', 'uuid[]')}, ${P('$2', 'uuid[]')}, ${P('$3', 'int[]')}, ${P('$4', 'text[]')}, ${P('$5', 'jsonb[]')}, ${P('$6', 'timestamptz[]')}, ${P('$7', 'text[]')}) WITH ORDINALITY AS i(id, token, seq, name, result, started_at, kind, ord)
      ),
      locked AS (
        SELECT id FROM stepwise.executions WHERE id = ANY(${P('$1', 'uuid[]')}) ORDER BY id FOR NO KEY UPDATE
@@ -139,7 +144,7 @@ function recordStepsSql(counts: string, conflict: string): string {
         RETURNING e.id, e.lease_token
      )
      INSERT INTO stepwise.steps AS st (execution_id, seq, name, kind, completed, result, started_at, completed_at)
-     SELECT i.id, i.seq, i.name, i.kind, true, i.result, least(i.started_at, now()), now()
+     SELECT i.id, i.seq, i.name, i.kind, true, i.result, least(i.started_at, now()), now() + i.ord * interval '1 microsecond'
        FROM input i JOIN fence f ON f.id = i.id AND f.lease_token = i.token
      ${conflict}
      RETURNING execution_id, seq`;
