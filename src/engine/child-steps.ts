@@ -6,7 +6,7 @@ import { startChild, type ChildStepResult } from '../store/children';
 import type { ReplayRecord } from '../store/steps';
 import { completeTimedStep } from '../store/steps';
 import type { OperationContext } from './durable-context';
-import { ChildExecutionError, ChildTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError } from './errors';
+import { ChildExecutionError, ChildTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError, usageError } from './errors';
 import type { InvokeOptions, TaskDefinition } from './task';
 
 /** ctx.invoke and ctx.spawn: start a child execution once, and wait for it durably (invoke). */
@@ -43,16 +43,21 @@ export class ChildSteps {
   async start(seq: number, key: string, task: TaskDefinition | string, data: unknown, options: InvokeOptions, detached: boolean): Promise<string> {
     this.ctx.throwIfAborted();
     const taskName = typeof task === 'string' ? task : task?.name;
-    if (typeof taskName !== 'string') throw new TypeError(`child ${JSON.stringify(key)}: the task must be a task name or a defineTask() result`);
+    if (typeof taskName !== 'string') throw usageError(new TypeError(`child ${JSON.stringify(key)}: the task must be a task name or a defineTask() result`));
     let startAt: Date | undefined;
     if (options.startAt !== undefined) {
       startAt = toInstant(options.startAt);
-      if (!startAt) throw new RangeError(`child ${JSON.stringify(key)}: startAt ${String(options.startAt)} is not an instant`);
+      if (!startAt) throw usageError(new RangeError(`child ${JSON.stringify(key)}: startAt ${String(options.startAt)} is not an instant`));
     }
-    const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, `invoke ${JSON.stringify(key)} timeout`);
+    let timeoutMs: number | undefined;
+    try {
+      timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, `invoke ${JSON.stringify(key)} timeout`);
+    } catch (err) {
+      throw usageError(err as Error);
+    }
     const priority = options.priority;
     if (priority !== undefined && (typeof priority !== 'number' || !Number.isInteger(priority) || Math.abs(priority) > 1_000_000)) {
-      throw new RangeError(`child ${JSON.stringify(key)}: priority must be a whole number from -1,000,000 to 1,000,000, not ${String(priority)}`);
+      throw usageError(new RangeError(`child ${JSON.stringify(key)}: priority must be a whole number from -1,000,000 to 1,000,000, not ${String(priority)}`));
     }
     // Checked, against the schema too, as it will be stored (see toStoredValue).
     let stored: unknown;

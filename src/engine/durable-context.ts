@@ -15,7 +15,8 @@ import type { ChildTaskChecker } from './children';
 import type { LazyAbortController } from './abort';
 import { ChildSteps } from './child-steps';
 import { retryWhileUnavailable } from './db-retry';
-import { EventTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError, StepFailedError, WaitSupersededError } from './errors';
+import { checkEventName } from '../domain/event-name';
+import { EventTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError, StepFailedError, usageError, WaitSupersededError } from './errors';
 import { ReplayOrder } from './replay-order';
 import { StepRunner, type StepOptions } from './step-runner';
 import type { StepFn } from './step-attempt';
@@ -185,20 +186,21 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   }
 
   async sleep(name: string, duration: Duration): Promise<void> {
-    const delayMs = parseDuration(duration, `sleep ${JSON.stringify(name)}`);
+    const delayMs = usage(() => parseDuration(duration, `sleep ${JSON.stringify(name)}`));
     await this.pause(name, 'sleep', () => this.deadlineIn(delayMs, `sleep ${JSON.stringify(name)}`));
   }
 
   async sleepUntil(name: string, until: Date | string | number): Promise<void> {
     const wakeAt = until instanceof Date ? until : new Date(until);
-    if (Number.isNaN(wakeAt.getTime())) throw new RangeError(`sleepUntil ${JSON.stringify(name)}: ${String(until)} is not a date`);
-    if (wakeAt.getTime() > LATEST || wakeAt.getUTCFullYear() < 1) throw new RangeError(`sleepUntil ${JSON.stringify(name)}: ${wakeAt.toISOString()} is outside the years 0001-9999`);
+    if (Number.isNaN(wakeAt.getTime())) throw usageError(new RangeError(`sleepUntil ${JSON.stringify(name)}: ${String(until)} is not a date`));
+    if (wakeAt.getTime() > LATEST || wakeAt.getUTCFullYear() < 1) throw usageError(new RangeError(`sleepUntil ${JSON.stringify(name)}: ${wakeAt.toISOString()} is outside the years 0001-9999`));
     await this.pause(name, 'sleep', () => wakeAt);
   }
 
   async waitForEvent<K extends EventName<E>>(name: K, options: { timeout?: Duration } = {}): Promise<EventPayload<E, K>> {
     const what = `waitForEvent ${JSON.stringify(name)} timeout`;
-    const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, what);
+    usage(() => checkEventName(name));
+    const timeoutMs = options.timeout === undefined ? undefined : usage(() => parseDuration(options.timeout as Duration, what));
     const outcome = await this.pause(name, 'event', () => (timeoutMs === undefined ? null : this.deadlineIn(timeoutMs, what)));
     const result = outcome as { payload?: unknown; timed_out?: boolean } | undefined;
     if (!result || result.timed_out) throw new EventTimeoutError(name);
@@ -317,7 +319,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   /** Allocates the operation's key and position, and finds its record in the history. */
   private next(name: string, kind: StepKind): { seq: number; key: string; recorded: ReplayRecord | undefined } {
     if (typeof name !== 'string' || name.length === 0 || name.length > 200) {
-      throw new TypeError('a step name must be a non-empty string of at most 200 characters');
+      throw usageError(new TypeError('a step name must be a non-empty string of at most 200 characters'));
     }
     const count = (this.nameCounts.get(name) ?? 0) + 1;
     this.nameCounts.set(name, count);
@@ -370,7 +372,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   /** `delayMs` from now on the database's clock, within the years a timestamp can be written in. */
   private deadlineIn(delayMs: number, what: string): Date {
     const at = this.databaseNow() + delayMs;
-    if (at > LATEST) throw new RangeError(`${what}: ${delayMs} ms from now is past the year 9999`);
+    if (at > LATEST) throw usageError(new RangeError(`${what}: ${delayMs} ms from now is past the year 9999`));
     return new Date(at);
   }
 
@@ -408,3 +410,11 @@ export interface OperationContext extends DurableContextOptions {
   throwIfAborted(): void;
 }
 
+/** Runs a check of a ctx call's arguments; what it throws fails the execution at once (see usageError). */
+function usage<T>(check: () => T): T {
+  try {
+    return check();
+  } catch (err) {
+    throw err instanceof Error ? usageError(err) : err;
+  }
+}

@@ -25,6 +25,16 @@ export class NonRetryableError extends Error {
   }
 }
 
+/**
+ * Marks an error of a ctx call made wrongly (a bad duration, name or date) as not retryable: the
+ * same code makes the same call on every attempt, so the execution fails at once. It keeps its own
+ * type (a RangeError stays one) and counts as a NonRetryableError.
+ */
+export function usageError<E extends Error>(err: E): E {
+  Object.defineProperty(err, NON_RETRYABLE, { value: true });
+  return err;
+}
+
 /** Thrown by ctx.waitForEvent when its timeout passes first; a handler may catch it. */
 export class EventTimeoutError extends Error {
   override name = 'EventTimeoutError';

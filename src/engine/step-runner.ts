@@ -6,7 +6,7 @@ import { setCurrentStep } from '../store/leases';
 import type { ReplayRecord } from '../store/steps';
 import { recordStepFailure } from '../store/steps';
 import type { OperationContext } from './durable-context';
-import { isNonRetryable, LeaseLostError, NonDeterminismError, NonRetryableError, StepFailedError, StoreUnavailableError } from './errors';
+import { isNonRetryable, LeaseLostError, usageError, NonDeterminismError, NonRetryableError, StepFailedError, StoreUnavailableError } from './errors';
 import { runStepAttempt, type StepFn } from './step-attempt';
 import type { SpanTrace } from '../telemetry/tracing';
 
@@ -40,7 +40,12 @@ export class StepRunner {
     const task = this.ctx.retry;
     // The step's own fields over the task's policy.
     const policy = options.retry ? resolveRetryPolicy({ maxAttempts: task.maxAttempts, initialDelay: task.initialDelayMs, maxDelay: task.maxDelayMs, factor: task.factor, ...options.retry }) : task;
-    const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, `step ${JSON.stringify(key)} timeout`);
+    let timeoutMs: number | undefined;
+    try {
+      timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, `step ${JSON.stringify(key)} timeout`);
+    } catch (err) {
+      throw usageError(err as Error);
+    }
     // A durable backoff recorded before that is not over yet: wait it out like a sleep.
     // Once the backoff is over (on a resume in this process), the next attempt runs from its record.
     const retry = (record: ReplayRecord) => this.run(seq, key, fn, options, record);

@@ -1,4 +1,5 @@
 import type { Static, TSchema, TUnknown } from '@sinclair/typebox';
+import { checkEventName } from '../domain/event-name';
 import { parseCronTrigger, type CronTrigger } from '../domain/cron';
 import { parseDuration, type Duration } from '../domain/duration';
 import { parseFlow, type FlowOptions } from '../domain/flow';
@@ -167,6 +168,7 @@ export function defineTask<D extends TSchema = TUnknown, E extends Record<string
     throw new TypeError(`task name ${JSON.stringify(options?.name)} must be 1-255 letters, digits or ._:- characters`);
   }
   if (typeof options.run !== 'function') throw new TypeError(`task ${options.name} needs a run(ctx, data) function`);
+  for (const event of Object.keys(options.events ?? {})) checkEventName(event, `task ${options.name}: events`);
   parseFlow(options.name, options);
   parseTaskVersion(options.name, options.version);
   if (options.timeout !== undefined) parseDuration(options.timeout, `task ${options.name}: timeout`);

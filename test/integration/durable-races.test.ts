@@ -215,3 +215,40 @@ describe('a replay that meets another history fails, naming both operations', ()
     });
   });
 });
+
+describe('a ctx call made wrongly fails at once, not retried', () => {
+  const wrong = defineTask({
+    name: 'race-wrong-calls',
+    retry: { maxAttempts: 5, initialDelay: 10, maxDelay: 10 },
+    async run(ctx, data: unknown) {
+      const { call } = data as { call: string };
+      bump(`wrong:${ctx.executionId}`);
+      if (call === 'duration') await ctx.sleep('x', 'abc' as never);
+      if (call === 'far') await ctx.sleep('x', '9000y' as never);
+      if (call === 'dot') await ctx.waitForEvent('.' as never);
+      if (call === 'dots') await ctx.waitForEvent('..' as never);
+      return 'unreachable';
+    },
+  });
+
+  test.each([
+    ['a duration that is not one', 'duration', 'RangeError', /"abc" is not a valid duration/],
+    ['a duration past the year 9999', 'far', 'RangeError', /too long|past the year 9999/],
+    ['an event named "."', 'dot', 'TypeError', /cannot be delivered/],
+    ['an event named ".."', 'dots', 'TypeError', /cannot be delivered/],
+  ])('%s', async (_what, call, type, message) => {
+    await withWorkers([wrong], 0, 1, async () => {
+      const { execution_id: id } = await api.client.schedule(wrong.name, { call });
+      const failed = await finished(id);
+      expect(failed).toMatchObject({ status: 'failed', attempt: 1, error: { type, retryable: false } });
+      expect(failed.error?.message).toMatch(message);
+      expect(runs.get(`wrong:${id}`)).toBe(1);
+    });
+  });
+
+  test('a task that declares an event named "." or ".." is refused where it is defined', () => {
+    for (const name of ['.', '..']) {
+      expect(() => defineTask({ name: 'race-dot-event', events: { [name]: {} as never }, async run() {} })).toThrow(/cannot be delivered/);
+    }
+  });
+});
