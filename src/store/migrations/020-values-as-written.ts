@@ -12,7 +12,8 @@ import type { Knex } from 'knex';
  * Cost: a type change rewrites each table and rebuilds its indexes under an ACCESS EXCLUSIVE lock, so
  * every worker and API request that touches steps or executions waits for the whole copy, and the disk
  * needs room for a second copy of both. On large tables, run it in a quiet window, after a retention
- * sweep has shrunk them.
+ * sweep has shrunk them. Stop workers of older builds first: their sleep and timeout completion merges
+ * the column as jsonb and fails on json.
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.raw(`
