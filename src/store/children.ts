@@ -70,7 +70,7 @@ export async function startChild(db: Db, lease: Lease, child: NewChild): Promise
      ),
      step AS (
        INSERT INTO stepwise.steps (execution_id, seq, name, kind, completed, result, completed_at, wake_at)
-       SELECT parent.id, $8, $9, 'child', $10, jsonb_build_object('execution_id', child.id), CASE WHEN $10 THEN now() END,
+       SELECT parent.id, $8, $9, 'child', $10, json_build_object('execution_id', child.id), CASE WHEN $10 THEN now() END,
               now() + make_interval(secs => $11::float8)
          FROM parent, child
        ON CONFLICT (execution_id, seq) DO NOTHING

@@ -420,7 +420,7 @@ const DELIVER_SQL = `WITH target AS (
        SELECT id FROM stepwise.executions WHERE id = $1 AND status = 'waiting' FOR UPDATE
      ),
      step AS (
-       UPDATE stepwise.steps s SET completed = true, result = jsonb_build_object('payload', $3::jsonb), completed_at = now()
+       UPDATE stepwise.steps s SET completed = true, result = json_build_object('payload', $3::json), completed_at = now()
         WHERE s.execution_id = (SELECT id FROM target) AND s.seq = (
                 SELECT o.seq FROM stepwise.steps o
                  WHERE o.execution_id = (SELECT id FROM target) AND o.kind = 'event' AND o.event_name = $2

@@ -9,7 +9,7 @@ export async function loadSteps(db: Db, executionId: string): Promise<StepRecord
     'SELECT *, result IS NULL AS result_missing FROM stepwise.steps WHERE execution_id = ? ORDER BY seq',
     [executionId],
   );
-  // SQL NULL is a step that returned undefined; jsonb null is one that returned null.
+  // SQL NULL is a step that returned undefined; JSON null is one that returned null.
   return rows.map((r) => ({ ...rowToStep(r), result: r.result_missing ? undefined : r.result }));
 }
 
@@ -66,7 +66,7 @@ async function readReplayRows(db: Db, name: string, where: string, values: unkno
     name: r.name,
     kind: r.kind,
     completed: r.completed,
-    // SQL NULL is a step that returned undefined; jsonb null is one that returned null.
+    // SQL NULL is a step that returned undefined; JSON null is one that returned null.
     result: r.result_missing ? undefined : r.result,
     wakeAt: r.wake_ms === null ? null : new Date(r.wake_ms),
     startedAt: new Date(r.started_ms),
@@ -129,7 +129,7 @@ export async function recordStepResults(db: Db, items: readonly StepResult[]): P
  */
 function recordStepsSql(counts: string, conflict: string): string {
   return `WITH input AS (
-       SELECT * FROM unnest(${P('$1', 'uuid[]')}, ${P('$2', 'uuid[]')}, ${P('$3', 'int[]')}, ${P('$4', 'text[]')}, ${P('$5', 'jsonb[]')}, ${P('$6', 'timestamptz[]')}, ${P('$7', 'text[]')}) WITH ORDINALITY AS i(id, token, seq, name, result, started_at, kind, ord)
+       SELECT * FROM unnest(${P('$1', 'uuid[]')}, ${P('$2', 'uuid[]')}, ${P('$3', 'int[]')}, ${P('$4', 'text[]')}, ${P('$5', 'json[]')}, ${P('$6', 'timestamptz[]')}, ${P('$7', 'text[]')}) WITH ORDINALITY AS i(id, token, seq, name, result, started_at, kind, ord)
      ),
      locked AS (
        SELECT id FROM stepwise.executions WHERE id = ANY(${P('$1', 'uuid[]')}) ORDER BY id FOR NO KEY UPDATE
@@ -225,8 +225,9 @@ export type TimedCompletion = { kind: 'completed' | 'finished'; result: unknown 
  * Completes a sleep whose time has come, or a wait (an event's, a child's) whose deadline has passed,
  * and counts it; the deadline is checked in the statement, on the database's clock, so a delivery that
  * came first wins and one that comes later loses. `result` is merged into what the step holds (a
- * child step keeps its child's id). A step found finished (a child that finished before its deadline)
- * is returned as it is. Lock first, then read, in READ COMMITTED: a child's trigger that finished the
+ * child step keeps its child's id; the merge goes through jsonb, harmless as an open step holds no
+ * value of the handler's). A step found finished (a child that finished before its deadline) is
+ * returned as it is. Lock first, then read, in READ COMMITTED: a child's trigger that finished the
  * step while this waited for the lock is then seen.
  */
 export async function completeTimedStep(db: Db, lease: Lease, seq: number, result: Record<string, unknown>): Promise<TimedCompletion> {
@@ -235,7 +236,7 @@ export async function completeTimedStep(db: Db, lease: Lease, seq: number, resul
     if (fence.rowCount === 0) return { kind: 'lost' };
     const { rows } = await connection.query<{ completed: boolean; result: unknown; done: boolean }>(
       `WITH done AS (
-         UPDATE stepwise.steps s SET completed = true, result = coalesce(s.result, '{}'::jsonb) || $3::jsonb, completed_at = now()
+         UPDATE stepwise.steps s SET completed = true, result = (coalesce(s.result::jsonb, '{}'::jsonb) || $3::jsonb)::json, completed_at = now()
           WHERE s.execution_id = $1 AND s.seq = $2 AND NOT s.completed AND s.outcome IS NULL AND s.wake_at <= now()
          RETURNING s.result
        ),

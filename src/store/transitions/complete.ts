@@ -53,7 +53,7 @@ export const COMPLETE_CTES = `parents AS (
      ),
      done AS (
        UPDATE stepwise.executions e
-          SET status = ${writes(COMPLETE, 'completed')}, output = ($3::jsonb[])[array_position($2::uuid[], e.lease_token)], completed_at = now(),
+          SET status = ${writes(COMPLETE, 'completed')}, output = ($3::json[])[array_position($2::uuid[], e.lease_token)], completed_at = now(),
               due_at = NULL, lease_token = NULL, current_step = NULL, error = NULL
         WHERE e.id = ANY(${P('$1', 'uuid[]')}) AND e.lease_token = ANY(${P('$2', 'uuid[]')}) AND ${startsFrom(COMPLETE, 'e.status')}
           AND ($1::uuid[])[array_position($2::uuid[], e.lease_token)] = e.id

@@ -14,7 +14,7 @@ export interface ThrottledStatement {
 const COMPLETE_NAME = 'stepwise_complete_in_claim';
 const COMPLETE_TEXT = `WITH ${COMPLETE_CTES}
      SELECT id, (SELECT count(*) FROM notified) AS _n FROM done`;
-const COMPLETE_PREPARE = `PREPARE ${COMPLETE_NAME}(uuid[], uuid[], jsonb[], uuid[]) AS ${COMPLETE_TEXT}`;
+const COMPLETE_PREPARE = `PREPARE ${COMPLETE_NAME}(uuid[], uuid[], json[], uuid[]) AS ${COMPLETE_TEXT}`;
 
 /** The parameter types of a claim statement (see throttledStatement); unkeyed ones take the first three. */
 const CLAIM_TYPES = ['int', 'float8', 'uuid', 'text', 'int'];
@@ -26,7 +26,7 @@ const arrayLiteral = (values: readonly (string | null)[], type: string) =>
 /** The parameters of the completion statement for `items`, as typed literals. */
 function completeArgs(items: readonly Completion[]): string[] {
   const [ids, tokens, outputs, parents] = completionParams(items);
-  return [arrayLiteral(ids, 'uuid'), arrayLiteral(tokens, 'uuid'), arrayLiteral(outputs, 'jsonb'), arrayLiteral(parents, 'uuid')];
+  return [arrayLiteral(ids, 'uuid'), arrayLiteral(tokens, 'uuid'), arrayLiteral(outputs, 'json'), arrayLiteral(parents, 'uuid')];
 }
 
 /**
