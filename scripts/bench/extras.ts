@@ -14,6 +14,7 @@ import { createMetricsRegistry } from '../../src/metrics';
 import { findFreePort } from '../../src/store/embedded';
 import { RetentionSweeper } from '../../src/engine/retention';
 import { resumeCost } from './resume-cost';
+import { sleepLateness } from './sleep-lateness';
 import { costPerExecution } from './cost';
 import { streams } from './streams';
 import { longPolls } from './long-polls';
@@ -40,7 +41,7 @@ export interface ExtrasOptions {
 }
 
 /** The extras' short names, for `--extras-only`, in the order they run. */
-export const EXTRA_NAMES = ['latency', 'long-polls', 'streams', 'idle-worker', 'list', 'history', 'resume-cost', 'cost'] as const;
+export const EXTRA_NAMES = ['latency', 'long-polls', 'streams', 'idle-worker', 'list', 'history', 'resume-cost', 'sleep-lateness', 'cost'] as const;
 
 /**
  * Extras that run only when `--extras-only` names them (they take longer than the default run should):
@@ -381,6 +382,7 @@ export async function runExtras(options: ExtrasOptions): Promise<ExtraResult[]> 
   await attempt('list', 'list at scale', () => listAtScale(options.env, options.listRows, options.reps));
   await attempt('history', 'history at scale', async () => [await historyAtScale(options.env, options.listRows)]);
   await attempt('resume-cost', 'resume cost by history length', async () => [await resumeCost(options.env, freshDatabase)]);
+  await attempt('sleep-lateness', 'sleep lateness', async () => [await sleepLateness(options.env, freshDatabase)]);
   await attempt('cost', 'cost per execution', async () => [await costPerExecution(options.env, freshDatabase)]);
   await attempt('flow', 'flow-control claim cost', async () => [
     await flowClaimCost({ env: options.env, reps: options.reps, n: options.n, variants: options.flowVariants, progress: options.progress }),

@@ -20,7 +20,7 @@ import { EventTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableErr
 import { ReplayOrder } from './replay-order';
 import { StepRunner, type StepOptions } from './step-runner';
 import type { StepFn } from './step-attempt';
-import { Suspension } from './suspension';
+import { Suspension, type SuspendedUntil } from './suspension';
 import type { ChildOptions, EventName, EventPayload, InvokeOptions, TaskContext, TaskDefinition } from './task';
 
 /** The latest instant a durable deadline may be: the contract's timestamps have four-digit years. */
@@ -376,13 +376,15 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     return new Date(at);
   }
 
-  private async suspend(waits: readonly Wait[]): Promise<Date | null> {
+  private async suspend(waits: readonly Wait[]): Promise<SuspendedUntil> {
     this.throwIfAborted();
     const first = waits.reduce((a, b) => (b.seq < a.seq ? b : a));
     const superseded = this.suspension.takeSuperseded();
     const suspended = await this.write(() => suspendExecution(this.options.db, this.options.lease, waits, this.options.deadline, first.name, superseded));
     if (!suspended) throw new LeaseLostError(this.executionId);
-    return suspended.wakeAt;
+    // Counted from the answer's arrival: late by its trip back, never early, whatever the clocks' skew.
+    const wakeLocally = suspended.dueInMs === null ? null : Date.now() + suspended.dueInMs;
+    return { wakeAt: suspended.wakeAt, wakeLocally };
   }
 
   private databaseNow(): number {

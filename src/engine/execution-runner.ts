@@ -20,6 +20,7 @@ import { ExecutionTimeoutError, isNonRetryable, LeaseLostError, NonRetryableErro
 import type { TaskDefinition } from './task';
 import type { TaskRegistry } from './registry';
 import type { HeldExecution } from './slot-pool';
+import type { SuspendedUntil } from './suspension';
 
 /** How one run of a claimed execution ended; the worker acts on it (a pause wakes it up early). */
 export type ExecutionOutcome =
@@ -27,10 +28,10 @@ export type ExecutionOutcome =
   | { readonly kind: 'completed' }
   /** Failed for good, recorded. */
   | { readonly kind: 'failed' }
-  /** Failed, recorded, due again at wakeAt. */
-  | { readonly kind: 'retrying'; readonly wakeAt: Date }
-  /** Paused (sleep, event, child), recorded; due again at wakeAt when it has a deadline. */
-  | { readonly kind: 'suspended'; readonly wakeAt: Date | null }
+  /** Failed, recorded, due again at wakeLocally (this process's clock). */
+  | { readonly kind: 'retrying'; readonly wakeLocally: number }
+  /** Paused (sleep, event, child), recorded; due again when it has a deadline (see SuspendedUntil). */
+  | ({ readonly kind: 'suspended' } & Readonly<SuspendedUntil>)
   /** No longer this worker's: cancelled, taken over or released; its write, if any, was fenced out. */
   | { readonly kind: 'lost' }
   /** The database was away or refused the final write: left for takeover when the lease expires. */
@@ -162,7 +163,7 @@ export class ExecutionRunner {
         this.live.keep(execution.id, live);
         if (this.options.log.isLevelEnabled('debug')) log().debug({ until: ended.wakeAt }, 'execution suspended');
         this.options.observer?.finished?.(execution.task, 'suspended', Date.now() - started);
-        return { kind: 'suspended', wakeAt: ended.wakeAt };
+        return { kind: 'suspended', wakeAt: ended.wakeAt, wakeLocally: ended.wakeLocally };
       }
       live.ctx.suspension.close();
       await this.settleLeftovers(live, held);
@@ -217,7 +218,7 @@ export class ExecutionRunner {
         settled = true;
       });
       live.ctx.suspension.suspended.then(
-        (wakeAt) => resolve({ kind: 'suspended', wakeAt }),
+        (until) => resolve({ kind: 'suspended', ...until }),
         (error: unknown) => resolve({ kind: 'threw', error }),
       );
       held.controller.onAbort((reason) => {
@@ -287,7 +288,8 @@ export class ExecutionRunner {
       if (delay !== null) {
         log().warn({ errorType: error.type, retryInMs: delay }, 'attempt failed; retrying');
         this.options.observer?.finished?.(execution.task, 'retrying', durationMs);
-        return { kind: 'retrying', wakeAt: new Date(Date.now() + delay) };
+        // The database's now() plus the delay passed before the answer came: this comes no earlier.
+        return { kind: 'retrying', wakeLocally: Date.now() + delay };
       }
       log().warn({ errorType: error.type }, 'execution failed');
       this.options.observer?.finished?.(execution.task, 'failed', durationMs);
@@ -300,7 +302,7 @@ export class ExecutionRunner {
 }
 
 /** How a handler's run ended, as the runner sees it. */
-type HandlerEnd = { kind: 'returned'; output: unknown } | { kind: 'threw'; error: unknown } | { kind: 'suspended'; wakeAt: Date | null };
+type HandlerEnd = { kind: 'returned'; output: unknown } | { kind: 'threw'; error: unknown } | ({ kind: 'suspended' } & SuspendedUntil);
 
 /** A handler that has started, with its context and the first claim's abort controller (its signal). */
 interface LiveHandler {

@@ -2,6 +2,15 @@ import type { ReplayRecord } from '../store/steps';
 import type { Wait } from '../store/transitions/suspend';
 import { WaitSupersededError } from './errors';
 
+/**
+ * When a suspended execution comes due: `wakeAt` on the database's clock (null: only an event or a
+ * child wakes it), `wakeLocally` the same instant on this process's clock, never before it.
+ */
+export interface SuspendedUntil {
+  wakeAt: Date | null;
+  wakeLocally: number | null;
+}
+
 /** A registered wait, with how to finish the promise the handler awaits when it is over. */
 export interface BlockedWait {
   wait: Wait;
@@ -35,12 +44,12 @@ export class Suspension {
   private superseded: Wait[] = [];
   private idlers: Array<() => void> = [];
   private state: 'open' | 'suspending' | 'suspended' | 'closed' = 'open';
-  private resolveSuspended!: (wakeAt: Date | null) => void;
+  private resolveSuspended!: (until: SuspendedUntil) => void;
   private rejectSuspended!: (err: unknown) => void;
   /** Settles when the execution has suspended (with when it is due), or rejects when it could not. */
-  suspended!: Promise<Date | null>;
+  suspended!: Promise<SuspendedUntil>;
 
-  constructor(private readonly suspend: (waits: readonly Wait[]) => Promise<Date | null>) {
+  constructor(private readonly suspend: (waits: readonly Wait[]) => Promise<SuspendedUntil>) {
     this.arm();
   }
 
@@ -141,9 +150,9 @@ export class Suspension {
       if (this.state !== 'open' || this.inFlight > 0 || this.blocked.length === 0) return;
       this.state = 'suspending';
       this.suspend(this.blocked.map((b) => b.wait)).then(
-        (wakeAt) => {
+        (until) => {
           this.state = 'suspended';
-          this.resolveSuspended(wakeAt);
+          this.resolveSuspended(until);
         },
         (err: unknown) => {
           this.state = 'closed';

@@ -1,7 +1,9 @@
+import { WakeSchedule } from './wake-schedule';
+
 /**
  * What the worker loop waits on between claims: a delay that any wake-up cuts short (a NOTIFY of
- * work, a freed slot, a pause coming due). A NOTIFY is only a latency hint; the delay, the poll
- * interval, keeps the worker correct without one.
+ * work, a freed slot, a pause coming due: see WakeSchedule). A NOTIFY is only a latency hint; the
+ * delay, the poll interval, keeps the worker correct without one.
  *
  * A freed slot is a reason to claim only while the queue may hold due work. Once a claim came back
  * short with no wake-up since, it is known to be empty, and freed slots stay quiet until work is
@@ -11,8 +13,8 @@
 export class WakeSignal {
   private requested = false;
   private wakeUp: (() => void) | undefined;
-  /** Wake-ups of pauses due before the next poll. */
-  private readonly timers = new Set<NodeJS.Timeout>();
+  /** Wake-ups of pauses coming due: one timer, for the earliest. */
+  private readonly schedule = new WakeSchedule(() => this.wake());
   /** Counts wake-ups for work, so a claim can tell whether any came while it ran. */
   private wakes = 0;
   private empty = false;
@@ -65,20 +67,16 @@ export class WakeSignal {
     this.wakeUp = undefined;
   }
 
-  /** Wakes at `until` when it comes within `withinMs`: a pause shorter than the poll should not wait for it. */
-  wakeAt(until: Date, withinMs: number): void {
-    const ms = until.getTime() - Date.now();
-    if (ms >= withinMs) return;
-    // A little after the due time, so the claim finds the execution due by the database's clock too.
-    const timer = setTimeout(() => {
-      this.timers.delete(timer);
-      this.wake();
-    }, Math.max(0, ms) + 5);
-    this.timers.add(timer);
+  /**
+   * Wakes at `at` (this process's clock): a paused execution comes due then, and waiting for the next
+   * poll would wake it up to a poll interval late.
+   */
+  wakeAt(at: number): void {
+    this.schedule.add(at);
   }
 
   /** Cancels the timed wake-ups still pending. */
   clearTimers(): void {
-    for (const t of this.timers) clearTimeout(t);
+    this.schedule.stop();
   }
 }

@@ -326,7 +326,7 @@ export class Worker {
     if (want > 0) this.options.observer?.claim?.(want, claim.claimed.length);
     if (claim.heldBy) this.options.observer?.throttled?.(task, claim.heldBy);
     if (claim.more) this.signal.wake();
-    else if (claim.contended) this.signal.wakeAt(new Date(Date.now() + 5 + Math.random() * 20), this.pollIntervalMs);
+    else if (claim.contended) this.signal.wakeAt(Date.now() + 5 + Math.random() * 20);
     const claimed = claim.claimed;
     await this.accept(claimed, claimSentAt, claim.committed.catch((err: Error) => this.claimNotCommitted(claimed, err)));
     return claim;
@@ -409,7 +409,9 @@ export class Worker {
     // Two handlers, as a finally would: a rejection (a throwing observer) still lets go, and stays one.
     held.done = this.runner.run(claimed, held).then(
       (outcome) => {
-        if ((outcome.kind === 'suspended' || outcome.kind === 'retrying') && outcome.wakeAt && this.state === WORKER_STATES.running) this.signal.wakeAt(outcome.wakeAt, this.pollIntervalMs);
+        // This worker claims what it paused when it comes due: it still holds the handler (resumed
+        // without a replay). Other workers find it by their poll only should this one not claim it.
+        if ((outcome.kind === 'suspended' || outcome.kind === 'retrying') && outcome.wakeLocally !== null && this.state === WORKER_STATES.running) this.signal.wakeAt(outcome.wakeLocally);
         this.letGo(held);
       },
       (err: unknown) => {

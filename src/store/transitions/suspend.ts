@@ -58,20 +58,22 @@ export async function closeOpenWaits(db: Db, lease: Lease, seqs: readonly number
  * and turns the execution waiting with its lease released, due at the earliest deadline among them
  * (or `deadline`, the task's timeout, if sooner), or at once when one of them has already finished: a
  * child that finished while the handler ran. Event waits that later ones superseded (`superseded`,
- * see Suspension.block) are recorded closed. API servers hear of the new status (CHANNEL_CHANGED). Returns when it is due, or undefined when the lease was
- * lost.
+ * see Suspension.block) are recorded closed. API servers hear of the new status (CHANNEL_CHANGED).
+ * Returns when it is due, or undefined when the lease was lost. `dueInMs` is how long after the
+ * database answered it comes due: a worker adds it to its own clock on arrival, so its wake-up is
+ * never early, whatever the skew between the clocks.
  *
  * Two statements in one READ COMMITTED transaction: the first locks the execution's row (fenced by
  * the lease), the second reads the waits with a snapshot taken after that lock. A finishing child's
  * trigger takes the same lock first, so either it ran before (the second statement sees the step
  * finished: due at once) or it runs after the suspension has committed (and wakes the execution).
  */
-export async function suspendExecution(db: Db, lease: Lease, waits: readonly Wait[], deadline: Date | null, currentStep: string, superseded: readonly Wait[] = []): Promise<{ wakeAt: Date | null } | undefined> {
+export async function suspendExecution(db: Db, lease: Lease, waits: readonly Wait[], deadline: Date | null, currentStep: string, superseded: readonly Wait[] = []): Promise<{ wakeAt: Date | null; dueInMs: number | null } | undefined> {
   return withReadCommitted(db, async (connection) => {
     const fence = await connection.query(`SELECT 1 FROM stepwise.executions WHERE id = $1 AND lease_token = $2 AND ${startsFrom(SUSPEND)} FOR UPDATE`, [lease.id, lease.token]);
     if (fence.rowCount === 0) return undefined;
     const fresh = waits.filter((w) => w.kind === 'sleep' || w.kind === 'event');
-    const { rows } = await connection.query<{ due_at: Date | null }>(
+    const { rows } = await connection.query<{ due_at: Date | null; due_in_ms: number | null }>(
       `WITH fresh AS (
          INSERT INTO stepwise.steps AS st (execution_id, seq, name, kind, event_name, wake_at)
          SELECT $1, w.seq, w.name, w.kind, w.event_name, w.wake_at
@@ -100,7 +102,9 @@ export async function suspendExecution(db: Db, lease: Lease, waits: readonly Wai
           WHERE id = $1
          RETURNING due_at
        )
-       SELECT due_at, pg_notify('${CHANNEL_CHANGED}', $1::text) IS NULL AS _n, (SELECT count(*) FROM superseded) AS _s FROM ex`,
+       SELECT due_at, (extract(epoch FROM due_at - clock_timestamp()) * 1000)::float8 AS due_in_ms, pg_notify('${CHANNEL_CHANGED}', $1::text) IS NULL AS _n,
+              (SELECT count(*) FROM superseded) AS _s
+         FROM ex`,
       [
         lease.id,
         fresh.map((w) => w.seq),
@@ -116,6 +120,6 @@ export async function suspendExecution(db: Db, lease: Lease, waits: readonly Wai
         superseded.map((w) => w.eventName ?? null),
       ],
     );
-    return { wakeAt: rows[0].due_at };
+    return { wakeAt: rows[0].due_at, dueInMs: rows[0].due_in_ms };
   });
 }
