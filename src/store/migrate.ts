@@ -18,6 +18,7 @@ import * as m016 from './migrations/016-task-versions';
 import * as m017 from './migrations/017-trace-context';
 import * as m018 from './migrations/018-execution-counts';
 import * as m019 from './migrations/019-task-status-index';
+import * as m020 from './migrations/020-retry-timeout';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -45,6 +46,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['017-trace-context', m017],
   ['018-execution-counts', m018],
   ['019-task-status-index', m019],
+  ['020-retry-timeout', m020],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {
