@@ -354,6 +354,13 @@ export interface paths {
          *     deliveries exactly one succeeds; the other gets 409 `not_waiting_for_event`, as does an event
          *     for an execution that waits for another event or does not wait at all.
          *
+         *     The 409 says which case it is in `error.reason`. A handler's `waitForEvent` is recorded only when
+         *     the execution suspends: while it runs (a wait beside a step in `Promise.all`, say) or is pending,
+         *     an event for it gets `not_waiting_yet` with `Retry-After`, and sent again later may be
+         *     delivered. `not_waiting` is final for this wait: the execution waits for other events (the
+         *     message names them; `error.waiting_for` lists them) or for none, or it has finished.
+         *     `error.execution_status` is the status it had.
+         *
          *     With an `Idempotency-Key` header the delivery can be retried safely: a repeat with the same key
          *     for the same execution and event answers the first delivery's 200 again, unchanged, however
          *     the execution moved on since (it is not delivered twice, and its payload is not looked at
@@ -1445,6 +1452,11 @@ export interface components {
                 message: string;
                 /** @description The failed checks, when validation failed. */
                 details?: components["schemas"]["ErrorDetail"][];
+                /** @description Why, for codes that have more than one case (see NotWaitingForEventError). */
+                reason?: string;
+                execution_status?: components["schemas"]["ExecutionStatus"];
+                /** @description The events the execution waits for, when `not_waiting_for_event`. */
+                waiting_for?: string[];
             };
         };
         /** @description An envelope with code `invalid_json`. */
@@ -1517,11 +1529,20 @@ export interface components {
                 code?: "task_not_found";
             };
         };
-        /** @description An envelope with code `not_waiting_for_event`. */
+        /**
+         * @description An envelope with code `not_waiting_for_event`, saying why: `reason` is `not_waiting_yet` while
+         *     the execution is `pending` or `running` (it has not suspended on its waits yet: send the event
+         *     again after Retry-After), else `not_waiting` (it waits for other events, listed in
+         *     `waiting_for`, or for none, or it has finished). `execution_status` is the status it had.
+         */
         NotWaitingForEventError: components["schemas"]["ErrorEnvelope"] & {
-            error?: {
+            error: {
                 /** @constant */
                 code?: "not_waiting_for_event";
+                /** @enum {string} */
+                reason: "not_waiting_yet" | "not_waiting";
+                execution_status: components["schemas"]["ExecutionStatus"];
+                waiting_for: string[];
             };
         };
         /** @description An envelope with code `payload_too_large`. */
@@ -2739,21 +2760,18 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["ExecutionNotFound"];
-            /** @description The execution is not waiting for this event (`not_waiting_for_event`). */
+            /**
+             * @description The execution is not waiting for this event (`not_waiting_for_event`): not yet
+             *     (`reason: not_waiting_yet`, with Retry-After), or not at all (`reason: not_waiting`).
+             */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    /** @description With `not_waiting_yet` only; seconds to wait before sending the event again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {
-                     *       "error": {
-                     *         "code": "not_waiting_for_event",
-                     *         "message": "execution 0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10 is not waiting for event \"approval\""
-                     *       }
-                     *     }
-                     */
                     "application/json": components["schemas"]["NotWaitingForEventError"];
                 };
             };

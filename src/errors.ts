@@ -30,6 +30,17 @@ export interface ErrorDetail {
   message: string;
 }
 
+/**
+ * What an error tells a client beyond its code, in the envelope's own fields (see ErrorEnvelope in
+ * openapi.yaml): why, and the state of the execution it is about, so that a client can tell an answer
+ * to retry from a final one.
+ */
+export interface ErrorFacts {
+  reason?: string;
+  execution_status?: string;
+  waiting_for?: string[];
+}
+
 /** Base class of every error the API may expose; anything else is reported as internal_error. */
 export class AppError extends Error {
   constructor(
@@ -38,6 +49,7 @@ export class AppError extends Error {
     message: string,
     readonly details?: ErrorDetail[],
     readonly headers?: Record<string, string>,
+    readonly facts?: ErrorFacts,
   ) {
     super(message);
     this.name = new.target.name;
@@ -126,12 +138,41 @@ export class TaskNotFoundError extends AppError {
   }
 }
 
+/** What an execution was doing when an event for it found no wait: its status and the events it waits for. */
+export interface EventWaitState {
+  status: string;
+  waitingFor: readonly string[];
+}
+
+/** Seconds a client is asked to wait before it sends again an event that came before its wait. */
+const EVENT_RETRY_AFTER_SECONDS = 1;
+
+/**
+ * An event that no open wait takes. The spec's one code and status serve two cases, told apart by
+ * `reason`: `not_waiting_yet` while the execution is pending or running (a handler's waitForEvent is
+ * recorded only when it suspends, so the wait may be about to open: retry after Retry-After), and
+ * `not_waiting` once it waits for something else or has finished.
+ */
 export class NotWaitingForEventError extends AppError {
-  constructor(id: string, eventName: string) {
+  constructor(id: string, eventName: string, state: EventWaitState) {
+    const event = JSON.stringify(eventName.slice(0, 100));
+    const early = state.status === 'pending' || state.status === 'running';
+    const waits = state.waitingFor.slice(0, 20).map((n) => JSON.stringify(n.slice(0, 100)));
+    const more = state.waitingFor.length > waits.length ? ` and ${state.waitingFor.length - waits.length} more` : '';
+    const why = early
+      ? `it is ${state.status} and has not suspended on a wait yet; retry later`
+      : state.status !== 'waiting'
+        ? `it is ${state.status}`
+        : waits.length > 0
+          ? `it waits for ${waits.join(', ')}${more}`
+          : 'it waits for no event';
     super(
       'not_waiting_for_event',
       409,
-      `execution ${id} is not waiting for event ${JSON.stringify(eventName.slice(0, 100))}`,
+      `execution ${id} is not waiting for event ${event}${early ? ' yet' : ''}: ${why}`,
+      undefined,
+      early ? { 'Retry-After': String(EVENT_RETRY_AFTER_SECONDS) } : undefined,
+      { reason: early ? 'not_waiting_yet' : 'not_waiting', execution_status: state.status, waiting_for: [...state.waitingFor] },
     );
   }
 }

@@ -5,7 +5,7 @@ import { watchExecution, watchExecutionChanges, type ExecutionChangesEvent } fro
 
 export { StepwiseApiError, StepwiseWaitTimeoutError };
 export type { ExecutionChangesEvent };
-export type { StepwiseErrorCode, StepwiseErrorDetail } from './errors';
+export type { StepwiseErrorCode, StepwiseErrorDetail, StepwiseErrorFacts } from './errors';
 export type { paths, operations, components };
 
 type Schemas = components['schemas'];
