@@ -383,7 +383,13 @@ export interface paths {
         };
         /**
          * List an execution's durable steps
-         * @description The steps, sleeps and event waits the handler recorded, in call order (for dashboards).
+         * @description The steps, sleeps and event waits the handler recorded, in call order (for dashboards), a page
+         *     at a time. A page holds up to `limit` steps, and ends early once the results, errors and failed
+         *     attempts of its steps pass 4 MiB of JSON (the step that passes it is the page's last, so a page
+         *     always holds at least one step): a history of large results comes in several pages, each of a
+         *     bounded size. When more steps follow, `next_after_seq` is the value of `after_seq` that reads
+         *     the next page; it is null on the last page. Pages are read by `seq`, so a deep page costs what
+         *     the first does, and a step recorded while a client reads the pages shows in a later page.
          */
         get: operations["listExecutionSteps"];
         put?: never;
@@ -1087,10 +1093,14 @@ export interface components {
             started_at: components["schemas"]["Timestamp"];
             ended_at: components["schemas"]["Timestamp"];
         };
-        /** @description An execution's recorded steps. */
+        /** @description A page of an execution's recorded steps. */
         StepList: {
-            /** @description The steps in call order. */
+            /** @description The steps in call order, from the first after `after_seq`. */
             items: components["schemas"]["Step"][];
+            /** @description The page size applied (after clamping); a page ends early once its steps pass 4 MiB of JSON. */
+            limit: number;
+            /** @description The `after_seq` of the next page (the `seq` of this page's last step); null when no step follows. */
+            next_after_seq: number | null;
         };
         /** @description A task's executions counted by status (on a large history, the finished statuses may lag; see listTasks). */
         TaskCounts: {
@@ -2784,7 +2794,15 @@ export interface operations {
     };
     listExecutionSteps: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Steps per page at most. Values above 1000 are clamped to 1000; the response's `limit` shows the value applied. */
+                limit?: number;
+                /**
+                 * @description Start after the step with this `seq` (the previous page's `next_after_seq`); omitted, the first page.
+                 * @example 99
+                 */
+                after_seq?: number;
+            };
             header?: never;
             path: {
                 /**
@@ -2797,7 +2815,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The recorded steps. */
+            /** @description A page of the recorded steps. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -2844,7 +2862,9 @@ export interface operations {
                      *           "error": null,
                      *           "failed_attempts": []
                      *         }
-                     *       ]
+                     *       ],
+                     *       "limit": 100,
+                     *       "next_after_seq": null
                      *     }
                      */
                     "application/json": components["schemas"]["StepList"];
