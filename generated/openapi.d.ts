@@ -358,7 +358,8 @@ export interface paths {
          *     the execution suspends: while it runs (a wait beside a step in `Promise.all`, say) or is pending,
          *     an event for it gets `not_waiting_yet` with `Retry-After`, and sent again later may be
          *     delivered. `not_waiting` is final for this wait: the execution waits for other events (the
-         *     message names them; `error.waiting_for` lists them) or for none, or it has finished.
+         *     message names them; `error.waiting_for` lists them) or for none, or it has finished, or the
+         *     wait was taken by a concurrent delivery or timed out (whatever the execution does since).
          *     `error.execution_status` is the status it had.
          *
          *     With an `Idempotency-Key` header the delivery can be retried safely: a repeat with the same key
@@ -1543,7 +1544,8 @@ export interface components {
          * @description An envelope with code `not_waiting_for_event`, saying why: `reason` is `not_waiting_yet` while
          *     the execution is `pending` or `running` (it has not suspended on its waits yet: send the event
          *     again after Retry-After), else `not_waiting` (it waits for other events, listed in
-         *     `waiting_for`, or for none, or it has finished). `execution_status` is the status it had.
+         *     `waiting_for`, or for none, or it has finished, or the wait was taken by a concurrent
+         *     delivery or timed out). `execution_status` is the status it had.
          */
         NotWaitingForEventError: components["schemas"]["ErrorEnvelope"] & {
             error: {

@@ -142,10 +142,22 @@ export class TaskNotFoundError extends AppError {
 export interface EventWaitState {
   status: string;
   waitingFor: readonly string[];
+  /** It waited for this event when read, but the delivery found the wait taken (a concurrent delivery) or timed out. */
+  missed?: boolean;
 }
 
 /** Seconds a client is asked to wait before it sends again an event that came before its wait. */
 const EVENT_RETRY_AFTER_SECONDS = 1;
+
+/** Why an event is too late for an execution, or meant for another wait: what it does instead. */
+function whyNotWaiting(state: EventWaitState): string {
+  if (state.missed) return `its wait was taken by another delivery or timed out, and it is ${state.status}`;
+  if (state.status !== 'waiting') return `it is ${state.status}`;
+  if (state.waitingFor.length === 0) return 'it waits for no event';
+  const waits = state.waitingFor.slice(0, 20).map((n) => JSON.stringify(n.slice(0, 100)));
+  const more = state.waitingFor.length > waits.length ? ` and ${state.waitingFor.length - waits.length} more` : '';
+  return `it waits for ${waits.join(', ')}${more}`;
+}
 
 /**
  * An event that no open wait takes. The spec's one code and status serve two cases, told apart by
@@ -156,16 +168,9 @@ const EVENT_RETRY_AFTER_SECONDS = 1;
 export class NotWaitingForEventError extends AppError {
   constructor(id: string, eventName: string, state: EventWaitState) {
     const event = JSON.stringify(eventName.slice(0, 100));
-    const early = state.status === 'pending' || state.status === 'running';
-    const waits = state.waitingFor.slice(0, 20).map((n) => JSON.stringify(n.slice(0, 100)));
-    const more = state.waitingFor.length > waits.length ? ` and ${state.waitingFor.length - waits.length} more` : '';
-    const why = early
-      ? `it is ${state.status} and has not suspended on a wait yet; retry later`
-      : state.status !== 'waiting'
-        ? `it is ${state.status}`
-        : waits.length > 0
-          ? `it waits for ${waits.join(', ')}${more}`
-          : 'it waits for no event';
+    // A missed wait is too late, whatever the execution does since (a concurrent delivery resumed it).
+    const early = !state.missed && (state.status === 'pending' || state.status === 'running');
+    const why = early ? `it is ${state.status} and has not suspended on a wait yet; retry later` : whyNotWaiting(state);
     super(
       'not_waiting_for_event',
       409,

@@ -35,7 +35,8 @@ export function addEventRoutes(router: Router<ApiState>, deps: ApiDeps): void {
 
     const deliver = async (execution: ExecutionRecord): Promise<HandlerResult<'sendEvent'>> => {
       // Not waiting: unless a concurrent delivery with the same key made it so (then its answer is ours).
-      // `seen` is the execution as read before; a delivery that lost a race reads it again.
+      // `seen` is the execution as read before; a delivery that lost a race (the wait was taken or timed
+      // out between the read and the statement) reads it again.
       const notWaiting = async (seen?: ExecutionRecord) => {
         const made = key === undefined ? undefined : await findKeyedDelivery(db, params.id, params.event_name, key);
         if (made) return { status: 200 as const, body: made };
@@ -44,7 +45,7 @@ export function addEventRoutes(router: Router<ApiState>, deps: ApiDeps): void {
       const notWaitingError = async (seen?: ExecutionRecord) => {
         const now = seen ?? (await getExecution(db, params.id));
         if (!now) return new ExecutionNotFoundError(params.id);
-        return new NotWaitingForEventError(params.id, params.event_name, toWaitState(now, params.event_name));
+        return new NotWaitingForEventError(params.id, params.event_name, { ...toWaitState(now, params.event_name), missed: seen === undefined });
       };
       if (execution.status !== 'waiting' || !execution.openWaits?.some((w) => w.eventName === params.event_name)) return notWaiting(execution);
       const task = await taskSchemas.getTask(execution.task).catch((err: unknown) => {
