@@ -354,6 +354,14 @@ export interface paths {
          *     deliveries exactly one succeeds; the other gets 409 `not_waiting_for_event`, as does an event
          *     for an execution that waits for another event or does not wait at all.
          *
+         *     The 409 says which case it is in `error.reason`. A handler's `waitForEvent` is recorded only when
+         *     the execution suspends: while it runs (a wait beside a step in `Promise.all`, say) or is pending,
+         *     an event for it gets `not_waiting_yet` with `Retry-After`, and sent again later may be
+         *     delivered. `not_waiting` is final for this wait: the execution waits for other events (the
+         *     message names them; `error.waiting_for` lists them) or for none, or it has finished, or the
+         *     wait was taken by a concurrent delivery or timed out (whatever the execution does since).
+         *     `error.execution_status` is the status it had.
+         *
          *     With an `Idempotency-Key` header the delivery can be retried safely: a repeat with the same key
          *     for the same execution and event answers the first delivery's 200 again, unchanged, however
          *     the execution moved on since (it is not delivered twice, and its payload is not looked at
@@ -376,7 +384,13 @@ export interface paths {
         };
         /**
          * List an execution's durable steps
-         * @description The steps, sleeps and event waits the handler recorded, in call order (for dashboards).
+         * @description The steps, sleeps and event waits the handler recorded, in call order (for dashboards), a page
+         *     at a time. A page holds up to `limit` steps, and ends early once the results, errors and failed
+         *     attempts of its steps pass 4 MiB of JSON (the step that passes it is the page's last, so a page
+         *     always holds at least one step): a history of large results comes in several pages, each of a
+         *     bounded size. When more steps follow, `next_after_seq` is the value of `after_seq` that reads
+         *     the next page; it is null on the last page. Pages are read by `seq`, so a deep page costs what
+         *     the first does, and a step recorded while a client reads the pages shows in a later page.
          */
         get: operations["listExecutionSteps"];
         put?: never;
@@ -1080,10 +1094,14 @@ export interface components {
             started_at: components["schemas"]["Timestamp"];
             ended_at: components["schemas"]["Timestamp"];
         };
-        /** @description An execution's recorded steps. */
+        /** @description A page of an execution's recorded steps. */
         StepList: {
-            /** @description The steps in call order. */
+            /** @description The steps in call order, from the first after `after_seq`. */
             items: components["schemas"]["Step"][];
+            /** @description The page size applied (after clamping); a page ends early once its steps pass 4 MiB of JSON. */
+            limit: number;
+            /** @description The `after_seq` of the next page (the `seq` of this page's last step); null when no step follows. */
+            next_after_seq: number | null;
         };
         /** @description A task's executions counted by status (on a large history, the finished statuses may lag; see listTasks). */
         TaskCounts: {
@@ -1445,6 +1463,11 @@ export interface components {
                 message: string;
                 /** @description The failed checks, when validation failed. */
                 details?: components["schemas"]["ErrorDetail"][];
+                /** @description Why, for codes that have more than one case (see NotWaitingForEventError). */
+                reason?: string;
+                execution_status?: components["schemas"]["ExecutionStatus"];
+                /** @description The events the execution waits for, when `not_waiting_for_event`. */
+                waiting_for?: string[];
             };
         };
         /** @description An envelope with code `invalid_json`. */
@@ -1517,11 +1540,21 @@ export interface components {
                 code?: "task_not_found";
             };
         };
-        /** @description An envelope with code `not_waiting_for_event`. */
+        /**
+         * @description An envelope with code `not_waiting_for_event`, saying why: `reason` is `not_waiting_yet` while
+         *     the execution is `pending` or `running` (it has not suspended on its waits yet: send the event
+         *     again after Retry-After), else `not_waiting` (it waits for other events, listed in
+         *     `waiting_for`, or for none, or it has finished, or the wait was taken by a concurrent
+         *     delivery or timed out). `execution_status` is the status it had.
+         */
         NotWaitingForEventError: components["schemas"]["ErrorEnvelope"] & {
-            error?: {
+            error: {
                 /** @constant */
                 code?: "not_waiting_for_event";
+                /** @enum {string} */
+                reason: "not_waiting_yet" | "not_waiting";
+                execution_status: components["schemas"]["ExecutionStatus"];
+                waiting_for: string[];
             };
         };
         /** @description An envelope with code `payload_too_large`. */
@@ -2739,21 +2772,18 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["ExecutionNotFound"];
-            /** @description The execution is not waiting for this event (`not_waiting_for_event`). */
+            /**
+             * @description The execution is not waiting for this event (`not_waiting_for_event`): not yet
+             *     (`reason: not_waiting_yet`, with Retry-After), or not at all (`reason: not_waiting`).
+             */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
+                    /** @description With `not_waiting_yet` only; seconds to wait before sending the event again. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {
-                     *       "error": {
-                     *         "code": "not_waiting_for_event",
-                     *         "message": "execution 0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10 is not waiting for event \"approval\""
-                     *       }
-                     *     }
-                     */
                     "application/json": components["schemas"]["NotWaitingForEventError"];
                 };
             };
@@ -2766,7 +2796,15 @@ export interface operations {
     };
     listExecutionSteps: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Steps per page at most. Values above 1000 are clamped to 1000; the response's `limit` shows the value applied. */
+                limit?: number;
+                /**
+                 * @description Start after the step with this `seq` (the previous page's `next_after_seq`); omitted, the first page.
+                 * @example 99
+                 */
+                after_seq?: number;
+            };
             header?: never;
             path: {
                 /**
@@ -2779,7 +2817,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The recorded steps. */
+            /** @description A page of the recorded steps. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -2826,7 +2864,9 @@ export interface operations {
                      *           "error": null,
                      *           "failed_attempts": []
                      *         }
-                     *       ]
+                     *       ],
+                     *       "limit": 100,
+                     *       "next_after_seq": null
                      *     }
                      */
                     "application/json": components["schemas"]["StepList"];

@@ -30,6 +30,17 @@ export interface ErrorDetail {
   message: string;
 }
 
+/**
+ * What an error tells a client beyond its code, in the envelope's own fields (see ErrorEnvelope in
+ * openapi.yaml): why, and the state of the execution it is about, so that a client can tell an answer
+ * to retry from a final one.
+ */
+export interface ErrorFacts {
+  reason?: string;
+  execution_status?: string;
+  waiting_for?: string[];
+}
+
 /** Base class of every error the API may expose; anything else is reported as internal_error. */
 export class AppError extends Error {
   constructor(
@@ -38,6 +49,7 @@ export class AppError extends Error {
     message: string,
     readonly details?: ErrorDetail[],
     readonly headers?: Record<string, string>,
+    readonly facts?: ErrorFacts,
   ) {
     super(message);
     this.name = new.target.name;
@@ -126,12 +138,46 @@ export class TaskNotFoundError extends AppError {
   }
 }
 
+/** What an execution was doing when an event for it found no wait: its status and the events it waits for. */
+export interface EventWaitState {
+  status: string;
+  waitingFor: readonly string[];
+  /** It waited for this event when read, but the delivery found the wait taken (a concurrent delivery) or timed out. */
+  missed?: boolean;
+}
+
+/** Seconds a client is asked to wait before it sends again an event that came before its wait. */
+const EVENT_RETRY_AFTER_SECONDS = 1;
+
+/** Why an event is too late for an execution, or meant for another wait: what it does instead. */
+function whyNotWaiting(state: EventWaitState): string {
+  if (state.missed) return `its wait was taken by another delivery or timed out, and it is ${state.status}`;
+  if (state.status !== 'waiting') return `it is ${state.status}`;
+  if (state.waitingFor.length === 0) return 'it waits for no event';
+  const waits = state.waitingFor.slice(0, 20).map((n) => JSON.stringify(n.slice(0, 100)));
+  const more = state.waitingFor.length > waits.length ? ` and ${state.waitingFor.length - waits.length} more` : '';
+  return `it waits for ${waits.join(', ')}${more}`;
+}
+
+/**
+ * An event that no open wait takes. The spec's one code and status serve two cases, told apart by
+ * `reason`: `not_waiting_yet` while the execution is pending or running (a handler's waitForEvent is
+ * recorded only when it suspends, so the wait may be about to open: retry after Retry-After), and
+ * `not_waiting` once it waits for something else or has finished.
+ */
 export class NotWaitingForEventError extends AppError {
-  constructor(id: string, eventName: string) {
+  constructor(id: string, eventName: string, state: EventWaitState) {
+    const event = JSON.stringify(eventName.slice(0, 100));
+    // A missed wait is too late, whatever the execution does since (a concurrent delivery resumed it).
+    const early = !state.missed && (state.status === 'pending' || state.status === 'running');
+    const why = early ? `it is ${state.status} and has not suspended on a wait yet; retry later` : whyNotWaiting(state);
     super(
       'not_waiting_for_event',
       409,
-      `execution ${id} is not waiting for event ${JSON.stringify(eventName.slice(0, 100))}`,
+      `execution ${id} is not waiting for event ${event}${early ? ' yet' : ''}: ${why}`,
+      undefined,
+      early ? { 'Retry-After': String(EVENT_RETRY_AFTER_SECONDS) } : undefined,
+      { reason: early ? 'not_waiting_yet' : 'not_waiting', execution_status: state.status, waiting_for: [...state.waitingFor] },
     );
   }
 }

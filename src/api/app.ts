@@ -6,6 +6,7 @@ import { observeRequests } from './request-observers';
 import { refuseCrossSiteRequests } from './browser-guard';
 import type { ApiDeps } from './deps';
 import { handleErrors } from './error-middleware';
+import { serializeJsonBodies } from './json-body';
 import { addEventRoutes } from './events';
 import { addExecutionRoutes } from './executions';
 import { addStreamRoutes } from './streams';
@@ -75,6 +76,8 @@ export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   app.use(observeRequests([measureRequests(deps.registry), logRequests(deps.log)]));
   app.use(setResponseHeaders());
   app.use(handleErrors(deps.log));
+  // Inside the error middleware: a body that cannot be written as JSON answers the envelope.
+  app.use(serializeJsonBodies());
   // Before any route, so a refused request is never authenticated, parsed or answered otherwise.
   app.use(refuseCrossSiteRequests(deps.config));
   app.use(redirectRootToDashboard(base));

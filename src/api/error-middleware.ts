@@ -17,6 +17,8 @@ void codesMatch;
 function toEnvelope(err: AppError): ErrorEnvelope {
   const error: ErrorEnvelope['error'] = { code: err.code, message: err.message };
   if (err.details && err.details.length > 0) error.details = err.details;
+  // The facts' types are the contract's (src/errors.ts may not import generated/).
+  if (err.facts) Object.assign(error, err.facts as Partial<ErrorEnvelope['error']>);
   return { error };
 }
 

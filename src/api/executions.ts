@@ -5,7 +5,7 @@ import { parseTraceparent } from '../domain/traceparent';
 import { ExecutionAlreadyExistsError, ExecutionNotCancellableError, ExecutionNotFoundError, InvalidDataError } from '../errors';
 import { getExecution, insertDebounced, listExecutions } from '../store/executions';
 import { cancelExecution } from '../store/transitions/cancel';
-import { loadSteps } from '../store/steps';
+import { loadStepPage } from '../store/steps';
 import type { ApiDeps } from './deps';
 import { toExecution, toExecutionSummary, toScheduledExecution, toStep } from './representations';
 import type { ApiState } from './state';
@@ -33,6 +33,12 @@ function queryInstant(query: Partial<Record<'created_after' | 'created_before', 
 function requestTraceparent(header: string): string | undefined {
   return header !== '' && parseTraceparent(header) ? header : undefined;
 }
+
+/**
+ * Where a page of steps ends, as openapi.yaml states it: results may be up to the value limit each, so
+ * a page by count alone could hold hundreds of MiB, and the API would build all of it in memory.
+ */
+const STEP_PAGE_BYTES = 4 * 1024 * 1024;
 
 /** Schedule, read, list, cancel and the steps of executions. */
 export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): void {
@@ -98,10 +104,14 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
     }
   });
 
-  addOperation(router, deps.routes, 'listExecutionSteps', async ({ params }) => {
+  addOperation(router, deps.routes, 'listExecutionSteps', async ({ params, query }) => {
     // Two reads: steps alone cannot tell "no steps yet" from "no such execution".
-    const [execution, steps] = await Promise.all([getExecution(db, params.id), loadSteps(db, params.id)]);
+    const execution = await getExecution(db, params.id);
     if (!execution) throw new ExecutionNotFoundError(params.id);
-    return { status: 200, body: { items: steps.map(toStep) } };
+    // Validation applied the spec's default and clamped limit.
+    const limit = query.limit as number;
+    const page = await loadStepPage(db, params.id, query.after_seq ?? -1, limit, STEP_PAGE_BYTES);
+    const last = page.steps[page.steps.length - 1];
+    return { status: 200, body: { items: page.steps.map(toStep), limit, next_after_seq: page.more && last ? last.seq : null } };
   });
 }

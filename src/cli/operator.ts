@@ -193,13 +193,23 @@ function addExecutionCommands(program: Command): void {
 
   withConnectionOptions(
     executions.command('steps').description("an execution's durable history: its steps, sleeps, event waits and children, with failed attempts").argument('<id>', 'the execution id'),
-  ).action(async (id: string, flags: ConnectionFlags) =>
-    withClient(flags, async (client) => {
-      const items = await client.listSteps(id);
-      if (flags.json) printJson({ items });
-      else print(renderSteps(items));
-    }),
-  );
+  )
+    .option('--after-seq <seq>', 'one page only: the steps after this seq (a page\'s next_after_seq)', parseCount(0, 2147483647))
+    .option('--limit <n>', 'one page only: this many steps at most, up to 1000 (default 100)', parseCount(1))
+    .action(async (id: string, flags: ConnectionFlags & { afterSeq?: number; limit?: number }) =>
+      withClient(flags, async (client) => {
+        // Every page by default; with --after-seq or --limit, the one page asked for, and where the next starts.
+        if (flags.afterSeq === undefined && flags.limit === undefined) {
+          const items = await client.listSteps(id);
+          if (flags.json) printJson({ items });
+          else print(renderSteps(items));
+          return;
+        }
+        const page = await client.listStepPage(id, { afterSeq: flags.afterSeq, limit: flags.limit });
+        if (flags.json) printJson(page);
+        else print(renderSteps(page.items) + (page.next_after_seq === null ? '' : `\nmore steps follow: --after-seq ${page.next_after_seq}\n`));
+      }),
+    );
 
   withConnectionOptions(
     executions

@@ -6,6 +6,11 @@ export type StepwiseErrorCode = components['schemas']['ErrorCode'] | 'unexpected
 /** One failed check of a request, as the server reported it. */
 export type StepwiseErrorDetail = components['schemas']['ErrorDetail'];
 
+type Envelope = components['schemas']['ErrorEnvelope']['error'];
+
+/** What an error answer says beyond its code and message (see ErrorEnvelope in openapi.yaml). */
+export type StepwiseErrorFacts = Pick<Envelope, 'reason' | 'execution_status' | 'waiting_for'>;
+
 /** An error answer from the Stepwise API, typed by its `code` and HTTP `status`. */
 export class StepwiseApiError extends Error {
   override readonly name = 'StepwiseApiError';
@@ -16,8 +21,13 @@ export class StepwiseApiError extends Error {
     readonly details?: StepwiseErrorDetail[],
     /** The server's X-Request-Id, to find the request in its logs. */
     readonly requestId?: string,
-    /** Seconds the server asked to wait before retrying (503). */
+    /** Seconds the server asked to wait before retrying (503, and 409 `not_waiting_yet`). */
     readonly retryAfterSeconds?: number,
+    /**
+     * Why, for a code with several cases: `not_waiting_yet` (send the event again later) or
+     * `not_waiting` for `not_waiting_for_event`; with the execution's status and the events it waits for.
+     */
+    readonly facts?: StepwiseErrorFacts,
   ) {
     super(message);
   }
@@ -54,7 +64,9 @@ export function toApiError(response: Response, body: unknown): StepwiseApiError 
   const retryAfter = Number.parseInt(response.headers.get('Retry-After') ?? '', 10);
   const retry = Number.isFinite(retryAfter) ? retryAfter : undefined;
   if (isEnvelope(body)) {
-    return new StepwiseApiError(body.error.code, response.status, body.error.message, body.error.details, requestId, retry);
+    const { reason, execution_status, waiting_for } = body.error;
+    const facts = reason === undefined && execution_status === undefined && waiting_for === undefined ? undefined : { reason, execution_status, waiting_for };
+    return new StepwiseApiError(body.error.code, response.status, body.error.message, body.error.details, requestId, retry, facts);
   }
   return new StepwiseApiError('unexpected_response', response.status, `unexpected HTTP ${response.status} answer`, undefined, requestId, retry);
 }

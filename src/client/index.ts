@@ -5,7 +5,7 @@ import { watchExecution, watchExecutionChanges, type ExecutionChangesEvent } fro
 
 export { StepwiseApiError, StepwiseWaitTimeoutError };
 export type { ExecutionChangesEvent };
-export type { StepwiseErrorCode, StepwiseErrorDetail } from './errors';
+export type { StepwiseErrorCode, StepwiseErrorDetail, StepwiseErrorFacts } from './errors';
 export type { paths, operations, components };
 
 type Schemas = components['schemas'];
@@ -18,6 +18,13 @@ export type CancelledExecution = Schemas['CancelledExecution'];
 export type EventDelivered = Schemas['EventDelivered'];
 export type WaitTimedOut = Schemas['WaitTimedOut'];
 export type Step = Schemas['Step'];
+/** A page of an execution's steps; `next_after_seq` reads the next (null on the last). */
+export type StepList = Schemas['StepList'];
+/** Which page of steps to read: after the step `afterSeq` (omitted: the first), `limit` at most. */
+export interface StepPageOptions {
+  afterSeq?: number;
+  limit?: number;
+}
 export type Task = Schemas['Task'];
 /** A worker process as GET /api/v1/workers reports it (not the `Worker` class of `stepwise`, which runs tasks). */
 export type WorkerInfo = Schemas['Worker'];
@@ -101,6 +108,11 @@ export function createStepwiseClient(options: StepwiseClientOptions) {
     fetch: options.fetch,
     headers: options.token ? { Authorization: `Bearer ${options.token}` } : undefined,
   });
+
+  async function readStepPage(id: string, page: StepPageOptions = {}): Promise<StepList> {
+    const query = { limit: page.limit, after_seq: page.afterSeq };
+    return (await unwrap(raw.GET('/api/v1/executions/{id}/steps', { params: { path: { id }, query } }))).data;
+  }
 
   async function waitOnce(id: string, timeoutSeconds: number, signal?: AbortSignal) {
     const { data, response } = await unwrap(
@@ -207,8 +219,22 @@ export function createStepwiseClient(options: StepwiseClientOptions) {
       ).data;
     },
 
+    /**
+     * One page of an execution's steps: up to `limit` after the step `afterSeq` (omitted: the first),
+     * fewer once their results pass the server's page size. `next_after_seq` reads the next page.
+     */
+    listStepPage: readStepPage,
+
+    /** Every step of an execution, in call order, read page by page (all in memory: see listStepPage for large histories). */
     async listSteps(id: string): Promise<Step[]> {
-      return (await unwrap(raw.GET('/api/v1/executions/{id}/steps', { params: { path: { id } } }))).data.items;
+      const steps: Step[] = [];
+      let afterSeq: number | undefined;
+      do {
+        const page = await readStepPage(id, { afterSeq });
+        steps.push(...page.items);
+        afterSeq = page.next_after_seq ?? undefined;
+      } while (afterSeq !== undefined);
+      return steps;
     },
 
     async listTasks(): Promise<Task[]> {

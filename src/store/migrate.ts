@@ -19,6 +19,7 @@ import * as m017 from './migrations/017-trace-context';
 import * as m018 from './migrations/018-execution-counts';
 import * as m019 from './migrations/019-task-status-index';
 import * as m020 from './migrations/020-values-as-written';
+import * as m021 from './migrations/021-retry-timeout';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -47,6 +48,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['018-execution-counts', m018],
   ['019-task-status-index', m019],
   ['020-values-as-written', m020],
+  ['021-retry-timeout', m021],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {

@@ -13,6 +13,45 @@ export async function loadSteps(db: Db, executionId: string): Promise<StepRecord
   return rows.map((r) => ({ ...rowToStep(r), result: r.result_missing ? undefined : r.result }));
 }
 
+/** A page of an execution's history; `more` when steps follow its last. */
+export interface StepPage {
+  steps: StepRecord[];
+  more: boolean;
+}
+
+/** A step's size on the wire: the JSON text of its result, error and failures (the rest is small and bounded). */
+const STEP_BYTES = `octet_length(coalesce(result::text, '')) + octet_length(coalesce(error::text, '')) + octet_length(coalesce(failures::text, ''))`;
+
+/**
+ * Up to `limit` steps after `afterSeq` (-1: from the first), ending early once the JSON text of their
+ * results, errors and failures passes `maxBytes` (the step that passes it included, so a page is never
+ * empty while steps follow). A recursive walk of the (execution_id, seq) key, one step at a time: the
+ * steps after the page are never read, and a deep page costs what the first does. Sizes are measured
+ * in the database, which never sends more than the page.
+ */
+export async function loadStepPage(db: Db, executionId: string, afterSeq: number, limit: number, maxBytes: number): Promise<StepPage> {
+  const rows = await queryRows<StepRow & { result_missing: boolean; more: boolean }>(
+    db,
+    `WITH RECURSIVE page(seq, bytes, n) AS (
+       (SELECT seq, ${STEP_BYTES}, 1 FROM stepwise.steps WHERE execution_id = ?::uuid AND seq > ? ORDER BY seq LIMIT 1)
+       UNION ALL
+       SELECT s.seq, p.bytes + s.bytes, p.n + 1
+         FROM page p CROSS JOIN LATERAL (
+           SELECT seq, ${STEP_BYTES} AS bytes FROM stepwise.steps WHERE execution_id = ?::uuid AND seq > p.seq ORDER BY seq LIMIT 1
+         ) s
+        WHERE p.n < ? AND p.bytes < ?
+     )
+     SELECT st.*, st.result IS NULL AS result_missing,
+            EXISTS (SELECT 1 FROM stepwise.steps m WHERE m.execution_id = ?::uuid AND m.seq > (SELECT max(seq) FROM page)) AS more
+       FROM page JOIN stepwise.steps st ON st.execution_id = ?::uuid AND st.seq = page.seq
+      ORDER BY st.seq`,
+    [executionId, afterSeq, executionId, limit, maxBytes, executionId, executionId],
+  );
+  // SQL NULL is a step that returned undefined; jsonb null is one that returned null.
+  const steps = rows.map((r) => ({ ...rowToStep(r), result: r.result_missing ? undefined : r.result }));
+  return { steps, more: rows.length > 0 && rows[rows.length - 1].more };
+}
+
 /** What a replay needs of one recorded operation; the rest of the row stays in the database. */
 export type ReplayRecord = Pick<StepRecord, 'seq' | 'name' | 'kind' | 'completed' | 'result' | 'wakeAt' | 'startedAt' | 'outcome' | 'error' | 'failures'> & {
   /** Failed attempts a step's retry budget no longer counts (an operator retried the execution). */

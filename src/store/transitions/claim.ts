@@ -62,7 +62,7 @@ export interface ClaimedExecution {
   claimedLocally: number;
   /** When the execution could first start: when it was scheduled, or the later `start_at` it asked for. */
   readyAt: Date;
-  /** When it was first claimed: a task's `timeout` runs from here. */
+  /** When it was first claimed, or first claimed after an operator's retry: a task's `timeout` runs from here. */
   startedAt: Date;
   /** Its `start_at` as given (a cron fire time, say), else when it was scheduled: ctx.scheduledFor. */
   scheduledFor: Date;
@@ -251,13 +251,16 @@ export function claimWrites(from: string, leaseSecs: string, workerId: string, v
               lease_token = gen_random_uuid(),
               due_at = now() + make_interval(secs => ${leaseSecs}),
               started_at = coalesce(e.started_at, now()),
+              -- NULL on a first claim or after a retry: the timeout counts from now. A resume or a takeover
+              -- of an execution that a worker from before migration 021 claimed counts from its start.
+              timeout_from = coalesce(e.timeout_from, CASE WHEN e.status = 'pending' THEN now() ELSE e.started_at END),
               worker_id = ${workerId}::uuid,
               attempt_started_at = CASE WHEN e.status = 'waiting' THEN e.attempt_started_at ELSE ${startedAt} END,
               task_version = coalesce(e.task_version, ${version}),
               wait_event_name = NULL, wait_since = NULL, wait_timeout_at = NULL, debounce_key = NULL
         WHERE e.id = ANY(ARRAY(SELECT id FROM ${from}))
         RETURNING e.id, e.task, e.status, e.data, e.attempt, e.attempts_since_progress, e.steps_completed, e.lease_token, e.parent_id, e.traceparent,
-                  (extract(epoch FROM e.started_at) * 1000)::float8 AS started_ms,
+                  (extract(epoch FROM e.timeout_from) * 1000)::float8 AS started_ms,
                   (extract(epoch FROM greatest(e.created_at, e.start_at)) * 1000)::float8 AS ready_ms,
                   (extract(epoch FROM coalesce(e.start_at, e.created_at)) * 1000)::float8 AS scheduled_ms
      ),

@@ -24,7 +24,8 @@ const SUBTREE = `tree(id, depth) AS (
  * Puts a failed or cancelled execution back to `pending`, due now, to resume from where it stopped:
  * its completed steps are kept (a replay returns them), its failed step and the sleeps, waits and
  * retries its cancel cut short are open again, each step with a fresh retry budget (its failed
- * attempts stay in the history), and so is the execution's own budget. Children its cancel cascaded
+ * attempts stay in the history), and so is the execution's own budget and its task's timeout (counted
+ * again from the next claim). Children its cancel cascaded
  * to are retried with it. The attempt that ended in a cancel is kept in the attempts.
  *
  * One conditional UPDATE, in a READ COMMITTED transaction that first locks the execution's parent,
@@ -64,7 +65,8 @@ export async function retryExecution(db: Db, id: string): Promise<RetryOutcome> 
        retried AS (
          UPDATE stepwise.executions e
             SET status = ${writes(RETRY, 'pending')}, due_at = now(), completed_at = NULL, output = NULL, error = NULL,
-                attempts_since_progress = 0, lease_token = NULL, current_step = NULL
+                attempts_since_progress = 0, lease_token = NULL, current_step = NULL,
+                timeout_from = NULL
           WHERE e.id IN (SELECT id FROM tree) AND ${startsFrom(RETRY, 'e.status')} AND EXISTS (SELECT 1 FROM root)
           RETURNING e.*
        )
