@@ -1,5 +1,6 @@
-// The cost budget (test/budget): alone and in band, after the main suite (Makefile `test`), because
-// the WAL it counts is the whole server's and parallel test files would write into it.
+// The cost budget (test/budget): alone and in band, after the main suite (Makefile `test`): what it
+// counts is its own database's, but its idle window and the worker's timers count wall time, which
+// a machine busy with parallel test files stretches.
 const base = require('./jest.config.js');
 
 /** @type {import('jest').Config} */

@@ -1,14 +1,14 @@
 import { queryRows, type Db } from '../../src/store/db';
 import { waitUntil } from '../helpers/wait-until';
 
-/** What the server reports written: rows of the test database's tables and WAL of the whole cluster. */
+/** What the server reports written: rows of the test database's tables, and where its WAL stands. */
 export interface ServerFigures {
   /** Rows inserted, updated and deleted in the database's own tables. */
   rowsWritten: number;
   /** Of the updates, those that were HOT (no index entry written): informative, not budgeted. */
   hotUpdates: number;
-  /** WAL position in bytes: cluster-wide, so the budget runs alone (Makefile `test`, jest.budget.config.js). */
-  walPosition: bigint;
+  /** The WAL flushed so far, as an LSN: the start or end of the range walBytesOf reads. */
+  walPosition: string;
 }
 
 /** The application_name of the connection that measures: every other one in the database is the product's. */
@@ -33,6 +33,33 @@ export async function disableAutovacuum(db: Db): Promise<void> {
 }
 
 /**
+ * The WAL written for this database between two positions, read back with pg_walinspect: records
+ * that touch its relations, and every record of the transactions that did (their commits). Other
+ * databases' writes (test files running beside this one, other users of the server) stay out.
+ */
+export async function walBytesOf(db: Db, from: string, to: string): Promise<number> {
+  await queryRows(db, 'CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+  const [row] = await queryRows<{ bytes: number }>(
+    db,
+    `WITH r AS (SELECT xid::text AS xid, record_length, block_ref ~ ('rel \\d+/' || (SELECT oid FROM pg_database WHERE datname = current_database()) || '/') AS touches
+                  FROM pg_get_wal_records_info(?::pg_lsn, ?::pg_lsn)),
+          ours AS (SELECT DISTINCT xid FROM r WHERE touches AND xid <> '0')
+     SELECT coalesce(sum(record_length), 0)::bigint AS bytes FROM r WHERE touches OR xid IN (SELECT xid FROM ours)`,
+    [from, to],
+  );
+  return Number(row.bytes);
+}
+
+/**
+ * Keeps the server's WAL from here on until the measuring session ends (a temporary physical slot),
+ * so that a checkpoint during a workload, asked for by anyone on the server, cannot recycle the
+ * segments walBytesOf reads back. `db` must be a pool of one connection.
+ */
+export async function holdWal(db: Db): Promise<void> {
+  await queryRows(db, "SELECT pg_create_physical_replication_slot('stepwise_budget_' || pg_backend_pid(), true, true)");
+}
+
+/**
  * A checkpoint before each workload: every page the workload then touches first writes a full-page
  * image, whatever the server's own checkpoint timing, so WAL bytes repeat from run to run.
  */
@@ -44,10 +71,10 @@ async function readOnce(db: Db): Promise<ServerFigures> {
   const [row] = await queryRows<{ rows: number; hot: number; lsn: string }>(
     db,
     `SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint AS rows, coalesce(sum(n_tup_hot_upd), 0)::bigint AS hot,
-            (pg_current_wal_lsn() - '0/0'::pg_lsn)::text AS lsn
+            pg_current_wal_flush_lsn()::text AS lsn
        FROM pg_stat_user_tables`,
   );
-  return { rowsWritten: Number(row.rows), hotUpdates: Number(row.hot), walPosition: BigInt(row.lsn.split('.')[0]) };
+  return { rowsWritten: Number(row.rows), hotUpdates: Number(row.hot), walPosition: row.lsn };
 }
 
 /**

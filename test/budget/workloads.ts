@@ -6,10 +6,15 @@ import { createWebhook } from '../../src/store/webhooks';
 import { newWebhookSecret } from '../../src/webhooks/signing';
 import { waitUntil } from '../helpers/wait-until';
 import type { WebhookReceiver } from '../helpers/webhook-receiver';
+import { quietLog } from '../helpers/worker';
+import { NotificationListener } from '../../src/store/listener';
+import { startDeliverer } from './product-stack';
 
 /** What a workload's run is given: the product's pool (counted), the measuring one (not), and the execution ids. */
 export interface WorkloadEnv {
   product: Db;
+  /** The product's URL, for a LISTEN connection. */
+  url: string;
   measuring: Db;
   ids: string[];
   receiver: WebhookReceiver;
@@ -26,6 +31,10 @@ export interface Workload {
   prepare?(env: WorkloadEnv): Promise<void>;
   /** After the worker started: what the workload does from outside, until every execution has ended. */
   drive(env: WorkloadEnv, finished: { count: number }): Promise<void>;
+  /** Whether the worker process runs its webhook deliverer (default true). */
+  deliverer?: boolean;
+  /** After the worker process stopped: what is left to do (deliveries). */
+  finish?(env: WorkloadEnv): Promise<void>;
 }
 
 /** Executions per workload: the figures are totals divided by it. */
@@ -110,9 +119,18 @@ export const WORKLOADS: readonly Workload[] = [
       await createWebhook(env.measuring, { id: randomUUID(), url: env.receiver.url('/budget'), events: ['execution.completed'], secret });
       env.receiver.setSecret('/budget', secret);
     },
-    async drive(env, finished) {
-      await allFinished(finished);
-      await waitUntil(() => env.receiver.verifiedAt('/budget').length >= EXECUTIONS, 'every delivery', 60000, 20);
+    // Deliveries go out once every execution has completed, one at a time: a deliverer beside the
+    // worker would claim however many happen to be queued, and the counts would follow the timing.
+    deliverer: false,
+    async finish(env) {
+      const listener = new NotificationListener({ url: env.url, log: quietLog });
+      const deliverer = await startDeliverer(env.product, env.url, listener, 1);
+      try {
+        await waitUntil(() => env.receiver.verifiedAt('/budget').length >= EXECUTIONS, 'every delivery', 60000, 20);
+      } finally {
+        await deliverer.stop();
+        await listener.stop();
+      }
     },
   },
 ];
