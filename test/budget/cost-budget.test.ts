@@ -52,7 +52,15 @@ async function withFreshDatabase<T>(fn: (product: { db: Db; url: string }, measu
 
 const perExecution = (n: number) => Math.round((n / EXECUTIONS) * 100) / 100;
 
+/** A workload's figures; measured again (twice at most) when a checkpoint by someone else fell within it. */
 async function measureWorkload(w: Workload): Promise<Figures> {
+  for (let attempt = 1; ; attempt++) {
+    const { figures, checkpoints } = await measureWorkloadOnce(w);
+    if (checkpoints === 0 || attempt === 3) return figures;
+  }
+}
+
+async function measureWorkloadOnce(w: Workload): Promise<{ figures: Figures; checkpoints: number }> {
   return withFreshDatabase(async (product, measuring, counter) => {
     const finished = { count: 0 };
     const tasks = w.tasks(finished);
@@ -77,13 +85,15 @@ async function measureWorkload(w: Workload): Promise<Figures> {
     const wire = counter.counts();
     const [done] = await queryRows<{ n: number }>(measuring, "SELECT count(*)::int AS n FROM stepwise.executions WHERE status = 'completed'");
     expect(done.n).toBe(EXECUTIONS);
-    return {
+    const wal = await walBytesOf(measuring, before.walPosition, after.walPosition);
+    const figures = {
       statements: perExecution(wire.statements),
       roundTrips: perExecution(wire.roundTrips),
       transactions: perExecution(wire.transactions),
       rowsWritten: perExecution(after.rowsWritten - before.rowsWritten),
-      walBytes: Math.round((await walBytesOf(measuring, before.walPosition, after.walPosition)) / EXECUTIONS),
+      walBytes: Math.round(wal.bytes / EXECUTIONS),
     };
+    return { figures, checkpoints: wal.checkpoints };
   });
 }
 

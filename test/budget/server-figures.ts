@@ -36,18 +36,23 @@ export async function disableAutovacuum(db: Db): Promise<void> {
  * The WAL written for this database between two positions, read back with pg_walinspect: records
  * that touch its relations, and every record of the transactions that did (their commits). Other
  * databases' writes (test files running beside this one, other users of the server) stay out.
+ * `checkpoints`: checkpoints that began in the range (asked for by anyone on the server), after
+ * which pages written again write full images: the bytes are then not comparable.
  */
-export async function walBytesOf(db: Db, from: string, to: string): Promise<number> {
+export async function walBytesOf(db: Db, from: string, to: string): Promise<{ bytes: number; checkpoints: number }> {
   await queryRows(db, 'CREATE EXTENSION IF NOT EXISTS pg_walinspect');
-  const [row] = await queryRows<{ bytes: number }>(
+  const [row] = await queryRows<{ bytes: number; checkpoints: number }>(
     db,
-    `WITH r AS (SELECT xid::text AS xid, record_length, block_ref ~ ('rel \\d+/' || (SELECT oid FROM pg_database WHERE datname = current_database()) || '/') AS touches
+    `WITH r AS (SELECT xid::text AS xid, record_length, record_type,
+                       block_ref ~ ('rel \\d+/' || (SELECT oid FROM pg_database WHERE datname = current_database()) || '/') AS touches
                   FROM pg_get_wal_records_info(?::pg_lsn, ?::pg_lsn)),
           ours AS (SELECT DISTINCT xid FROM r WHERE touches AND xid <> '0')
-     SELECT coalesce(sum(record_length), 0)::bigint AS bytes FROM r WHERE touches OR xid IN (SELECT xid FROM ours)`,
+     SELECT coalesce(sum(record_length) FILTER (WHERE touches OR xid IN (SELECT xid FROM ours)), 0)::bigint AS bytes,
+            count(*) FILTER (WHERE record_type = 'CHECKPOINT_ONLINE')::int AS checkpoints
+       FROM r`,
     [from, to],
   );
-  return Number(row.bytes);
+  return { bytes: Number(row.bytes), checkpoints: row.checkpoints };
 }
 
 /**
