@@ -4,7 +4,7 @@ SHELL := /bin/bash
 NPM_STAMP := node_modules/.install-stamp
 BIN := node_modules/.bin
 
-.PHONY: help install chromium pgbouncer run test check generate check-generated typecheck lint-spec build pack bench scale chaos fuzz soak clean
+.PHONY: help install chromium pgbouncer run test budget check generate check-generated typecheck lint-spec build pack bench scale chaos fuzz soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -24,8 +24,17 @@ chromium: ## Debian's chromium for the dashboard's browser test (apt-get, when m
 pgbouncer: ## Debian's pgbouncer binary for the transaction-pooler test (apt-get, when missing; service not started)
 	@bash scripts/install-pgbouncer.sh
 
-test: $(NPM_STAMP) chromium pgbouncer ## every test, against embedded PostgreSQL unless DATABASE_URL is set
+# The cost budget (test/budget) runs after the rest, alone (see jest.budget.config.js).
+# Its jest options are JEST_ARGS' own (--outputFile=x.json becomes x.budget.json); test files named in
+# JEST_ARGS ask for those only, and it is left out.
+BUDGET_JEST_ARGS = $(patsubst --outputFile=%.json,--outputFile=%.budget.json,$(filter --%,$(JEST_ARGS)))
+
+test: $(NPM_STAMP) chromium pgbouncer ## every test, then the cost budget alone; embedded PostgreSQL unless DATABASE_URL is set
 	$(BIN)/jest $(JEST_ARGS)
+	$(if $(filter-out --%,$(JEST_ARGS)),@echo "test files named in JEST_ARGS: cost budget not run (make budget)",$(BIN)/jest --config jest.budget.config.js --runInBand $(BUDGET_JEST_ARGS))
+
+budget: $(NPM_STAMP) ## the cost budget alone (docs/cost-budget.md); ARGS=--update rewrites this server's figures
+	UPDATE_BUDGET=$(if $(filter --update,$(ARGS)),1,0) $(BIN)/jest --config jest.budget.config.js --runInBand
 
 generate: $(NPM_STAMP) ## regenerate generated/ from openapi.yaml
 	$(BIN)/openapi-typescript openapi.yaml -o generated/openapi.d.ts

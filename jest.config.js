@@ -3,6 +3,8 @@ module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
+  // The cost budget runs alone after the rest (jest.budget.config.js, Makefile `test`).
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/budget/'],
   transform: { '^.+\\.(t|j)sx?$': ['@swc/jest'] },
   moduleNameMapper: {
     '^stepwise$': '<rootDir>/src/index.ts',
