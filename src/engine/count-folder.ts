@@ -3,6 +3,9 @@ import type { Db } from '../store/db';
 import { isDatabaseUnavailable } from '../store/db-errors';
 import { foldExecutionCounts } from '../store/execution-counts';
 
+/** Idle folds space out up to this many intervals: few deltas can pile up before one finds them. */
+const IDLE_FOLD_STRETCH = 16;
+
 export interface CountFolderOptions {
   db: Db;
   log: Logger;
@@ -18,6 +21,7 @@ export interface CountFolderOptions {
  */
 export class CountFolder {
   private readonly intervalMs: number;
+  private idleFolds = 0;
   private timer: NodeJS.Timeout | undefined;
   private folding: Promise<void> | undefined;
   private stopped = false;
@@ -40,20 +44,25 @@ export class CountFolder {
 
   private arm(delayMs: number): void {
     this.timer = setTimeout(() => {
-      this.folding = this.fold().finally(() => {
+      this.folding = this.fold().then((folded) => {
         this.folding = undefined;
-        if (!this.stopped) this.arm(this.intervalMs);
+        // Folds that find nothing space out, so an idle process costs the database little; the first
+        // that moves anything brings back the interval. Readers add the deltas, so late is still exact.
+        this.idleFolds = folded === 0 ? this.idleFolds + 1 : 0;
+        if (!this.stopped) this.arm(this.intervalMs * Math.min(2 ** this.idleFolds, IDLE_FOLD_STRETCH));
       });
     }, delayMs);
     this.timer.unref();
   }
 
-  private async fold(): Promise<void> {
+  /** Folds once; the delta rows it moved (0 when it failed). */
+  private async fold(): Promise<number> {
     try {
-      await foldExecutionCounts(this.options.db);
+      return await foldExecutionCounts(this.options.db);
     } catch (err) {
       // The database being away is logged by whoever needs it; a fold simply waits for the next turn.
       if (!isDatabaseUnavailable(err)) this.options.log.warn({ err: (err as Error).message }, 'folding execution counts failed');
+      return 0;
     }
   }
 }

@@ -1,6 +1,13 @@
 import { WakeSchedule } from './wake-schedule';
 
 /**
+ * Polls that find nothing, with nothing announced meanwhile, space out up to this many poll
+ * intervals: work that comes due is announced (a NOTIFY, or a timer the process set), so an idle
+ * poll only guards against what was not (a process gone, a lost notification).
+ */
+export const IDLE_POLL_STRETCH = 4;
+
+/**
  * What the worker loop waits on between claims: a delay that any wake-up cuts short (a NOTIFY of
  * work, a freed slot, a pause coming due: see WakeSchedule). A NOTIFY is only a latency hint; the
  * delay, the poll interval, keeps the worker correct without one.

@@ -13,6 +13,8 @@ export interface WorkNotificationsOptions {
   /** True for a task this worker serves: work announced for other tasks does not wake it. */
   serves: (task: string) => boolean;
   onWork: () => void;
+  /** Work on a task this worker serves comes due in `delayMs` (a delayed start). */
+  onWorkIn?: (delayMs: number) => void;
   onCancel: (executionId: string) => void;
   /** A task this worker serves was registered again (another worker started, maybe of another version). */
   onTaskRegistered?: (task: string) => void;
@@ -70,7 +72,12 @@ export class WorkNotifications {
 
   private dispatch(channel: string, payload: string): void {
     if (channel === CHANNEL_WORK) {
-      if (payload === '' || this.options.serves(payload)) this.announceWork();
+      const at = payload.lastIndexOf('@');
+      if (at < 0) {
+        if (payload === '' || this.options.serves(payload)) this.announceWork();
+      } else if (this.options.serves(payload.slice(0, at))) {
+        this.options.onWorkIn?.(Number(payload.slice(at + 1)));
+      }
     } else if (channel === CHANNEL_CANCEL) this.options.onCancel(payload);
     else if (channel === CHANNEL_TASKS && this.options.serves(payload)) this.options.onTaskRegistered?.(payload);
     else if (channel === CHANNEL_STREAMS && payload === STREAMS_HELD) this.options.onStreams?.();

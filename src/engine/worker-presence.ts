@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { isDatabaseUnavailable } from '../store/db-errors';
 import type { Logger } from '../logger';
 import type { Db } from '../store/db';
+import { recordHeartbeatReadingStarting } from '../store/versions';
 import { deleteLostWorkers, deleteWorker, markWorkerStopping, recordHeartbeat, registerWorker } from '../store/workers';
 import { DEFAULT_PRESENCE, type WorkerOptions } from './worker-options';
 
@@ -37,6 +38,8 @@ export interface WorkerPresenceOptions {
   lostAfterMs: number;
   forgetLostAfterMs: number;
   onDatabaseError?: () => void;
+  /** Told at every heartbeat which of its tasks the worker starts new executions of (startingTasks). */
+  onStarting?: (starting: Set<string>) => void;
 }
 
 /**
@@ -96,7 +99,15 @@ export class WorkerPresence {
   private async beat(): Promise<void> {
     const { db, workerId, forgetLostAfterMs, log } = this.options;
     await this.bestEffort('heartbeat', async () => {
-      const found = await recordHeartbeat(db, workerId, this.options.running());
+      const { onStarting, tasks } = this.options;
+      let found: boolean;
+      if (onStarting) {
+        const beat = await recordHeartbeatReadingStarting(db, workerId, this.options.running(), tasks);
+        found = beat.found;
+        onStarting(beat.starting);
+      } else {
+        found = await recordHeartbeat(db, workerId, this.options.running());
+      }
       // Forgotten while cut off for longer than the loss and forget thresholds: register again, as
       // the same worker since the same start.
       if (!found && !this.leaving) {

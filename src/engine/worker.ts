@@ -13,7 +13,7 @@ import { renewHeldLeases } from './lease-renewal';
 import { TaskRegistry } from './registry';
 import { ProgressAnnouncer } from './progress-announcer';
 import { SlotPool, type HeldExecution } from './slot-pool';
-import { WakeSignal } from './wake-signal';
+import { IDLE_POLL_STRETCH, WakeSignal } from './wake-signal';
 import { WorkNotifications } from './work-notifications';
 import { DEFAULT_LIMITS, type WorkerOptions } from './worker-options';
 import { presenceTimings, WorkerPresence } from './worker-presence';
@@ -49,7 +49,6 @@ export class Worker {
   private freeTasks: readonly ClaimTask[];
   /** The tasks of which this worker starts new executions: its version is current (see startingTasks). */
   private starting: ReadonlySet<string>;
-  private versionsTimer: NodeJS.Timeout | undefined;
   private versionsRead: Promise<void> | undefined;
   /** Tasks with a concurrency or rate limit, each claimed in a locked transaction of its own (claimThrottledExecutions). */
   private readonly limits: ReadonlyMap<string, FlowPolicy>;
@@ -104,6 +103,8 @@ export class Worker {
       log,
       serves,
       onWork: () => this.signal.wake(),
+      // A delayed start: wake at its time, not at a poll.
+      onWorkIn: (delayMs) => this.signal.wakeAt(Date.now() + delayMs),
       onCancel: (id) => (this.slots.cancel(id), this.runner.forget(id)),
       onTaskRegistered: () => void this.readVersions(),
       onStreams: () => this.progress.streamsOpen(() => this.slots.heldExecutions().map((h) => h.lease.id)),
@@ -123,6 +124,7 @@ export class Worker {
       running: () => this.slots.runningCount,
       ...presenceTimings(options),
       onDatabaseError: () => options.observer?.databaseError?.(),
+      onStarting: (starting) => this.useStarting(starting),
     });
   }
 
@@ -141,18 +143,21 @@ export class Worker {
    */
   private readVersions(): Promise<void> {
     this.versionsRead ??= startingTasks(this.options.db, this.registry.served())
-      .then((starting) => {
-        const changed = this.taskNames.filter((t) => starting.has(t) !== this.starting.has(t));
-        if (changed.length === 0) return;
-        this.starting = starting;
-        this.freeTasks = this.claimTasks();
-        const draining = this.taskNames.filter((t) => !starting.has(t));
-        this.options.log.info({ workerId: this.id, draining, starting: [...starting] }, 'task versions changed: new executions start on the current version');
-        this.signal.wake();
-      })
+      .then((starting) => this.useStarting(starting))
       .catch((err: Error) => this.options.log.warn({ err: err.message }, 'reading the current task versions failed'))
       .finally(() => (this.versionsRead = undefined));
     return this.versionsRead;
+  }
+
+  /** What a read of startingTasks found (at start, on a registration, at each heartbeat). */
+  private useStarting(starting: Set<string>): void {
+    const changed = this.taskNames.filter((t) => starting.has(t) !== this.starting.has(t));
+    if (changed.length === 0) return;
+    this.starting = starting;
+    this.freeTasks = this.claimTasks();
+    const draining = this.taskNames.filter((t) => !starting.has(t));
+    this.options.log.info({ workerId: this.id, draining, starting: [...starting] }, 'task versions changed: new executions start on the current version');
+    this.signal.wake();
   }
 
   /** Executions this worker holds now (running handlers and final writes in flight). */
@@ -191,9 +196,8 @@ export class Worker {
     this.renewTimer = setInterval(() => void renewHeldLeases(this.slots, renewal), Math.max(200, Math.floor(this.leaseMs / 3)));
     this.slots.startHoldTimer();
     // Another version may have registered since; and a current version's workers may all go away.
+    // (Each heartbeat reads them again: see WorkerPresence's onStarting.)
     void this.readVersions();
-    this.versionsTimer = setInterval(() => void this.readVersions(), presenceTimings(this.options).heartbeatIntervalMs);
-    this.versionsTimer.unref();
     this.loopDone = this.loop();
     const schedules = this.registry.cronSchedules();
     if (schedules.length > 0) {
@@ -224,7 +228,6 @@ export class Worker {
     await this.completions.idle();
     this.progress.stop();
     clearInterval(this.renewTimer);
-    clearInterval(this.versionsTimer);
     clearTimeout(this.rekeyTimer);
     this.signal.clearTimers();
     await Promise.all([this.notifications.stop(), this.presence.stop()]);
@@ -234,6 +237,7 @@ export class Worker {
 
   private async loop(): Promise<void> {
     let backoff = 100;
+    let idlePolls = 0;
     while (this.state === WORKER_STATES.running) {
       // Handlers that finish in the same turn free their slots together: claim once for all of them.
       // A worker that holds nothing has no slots about to free: it claims at once (the idle pickup).
@@ -278,7 +282,9 @@ export class Worker {
       // A full batch means more may be due: claim again at once.
       if (limitedTaken + claimed.length < free) {
         this.noteShortClaim(epoch);
-        await this.signal.wait(this.pollIntervalMs);
+        // Polls that find nothing, with nothing announced meanwhile, space out (IDLE_POLL_STRETCH).
+        idlePolls = limitedTaken + claimed.length === 0 && this.signal.epoch === epoch ? idlePolls + 1 : 0;
+        await this.signal.wait(this.pollIntervalMs * Math.min(2 ** idlePolls, IDLE_POLL_STRETCH));
       }
     }
   }

@@ -1,7 +1,15 @@
 /** LISTEN/NOTIFY channels. Notifications are latency hints only: every listener also polls. */
 
-/** Work became due (payload: the task name). Workers listen. */
+/**
+ * Work became due (payload: the task name), or will be: `task@ms`, an execution scheduled to start
+ * `ms` milliseconds after the statement (a delayed start), so workers wake for it on time instead of
+ * at a poll. Workers listen.
+ */
 export const CHANNEL_WORK = 'stepwise_work';
+
+/** A NOTIFY of work on `task` from a statement that writes `due` (a row's due_at): now, or later with the delay. */
+export const notifyWorkSql = (task: string, due: string, now = 'statement_timestamp()') =>
+  `pg_notify('${CHANNEL_WORK}', CASE WHEN ${due} <= ${now} THEN ${task} ELSE ${task} || '@' || ceil(extract(epoch FROM ${due} - ${now}) * 1000)::bigint END)`;
 /**
  * An execution changed status (payload: comma-separated ids, at most 200). Every statement that moves
  * a status notifies, once per statement. API servers listen: long-polls, streams, the changes stream.

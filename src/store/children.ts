@@ -1,6 +1,6 @@
 import { CHILD_KEY_PREFIX } from '../domain/keys';
 import { flowKeySql } from './tasks';
-import { CHANNEL_WORK } from './channels';
+import { notifyWorkSql } from './channels';
 import { preparedRows, withReadCommitted, type Db } from './db';
 import type { Lease } from './leases';
 import { toJsonb } from './rows';
@@ -83,7 +83,7 @@ export async function startChild(db: Db, lease: Lease, child: NewChild): Promise
      )
      SELECT (SELECT id FROM child) AS id, EXISTS (SELECT 1 FROM parent) AS fenced,
             (SELECT count(*) FROM counted) AS _c,
-            (SELECT bool_and(CASE WHEN due_at <= now() THEN pg_notify('${CHANNEL_WORK}', task) END IS NULL) FROM inserted) AS _n`,
+            (SELECT bool_and(${notifyWorkSql('task', 'due_at', 'now()')} IS NULL) FROM inserted) AS _n`,
     [lease.id, lease.token, child.id, child.task, toJsonb(child.data ?? null), key, child.startAt?.toISOString() ?? null, child.seq, child.name, child.detached, child.timeoutMs === undefined ? null : child.timeoutMs / 1000, child.priority ?? null, child.traceparent ?? null],
   );
   const row = rows[0];

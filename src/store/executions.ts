@@ -2,7 +2,7 @@ import pg from 'pg';
 import { newExecutionId } from '../domain/ids';
 import type { ExecutionStatus } from '../domain/status';
 import { poolRunner, preparedRows, queryRows, withReadCommitted, type Db, type Runner } from './db';
-import { CHANNEL_CHANGED, CHANNEL_CANCEL, CHANNEL_WORK } from './channels';
+import { CHANNEL_CHANGED, CHANNEL_CANCEL, CHANNEL_WORK, notifyWorkSql } from './channels';
 import { rowToExecution, toJsonb, type ExecutionRecord, type ExecutionRow } from './rows';
 import { flowKeySql } from './tasks';
 import { maintainedCountSql } from './execution-counts';
@@ -119,7 +119,7 @@ const insertFullSql = (traced: boolean) => `INSERT INTO stepwise.executions (id,
             WITH ORDINALITY AS t(id, task, data, idempotency_key, start_at, tags_json, priority, ${traced ? 'traceparent, ' : ''}ord)
        ${TASK_JOIN('t.task')}
       ORDER BY ord
-     ${INSERT_TAIL}, CASE WHEN due_at <= statement_timestamp() THEN pg_notify('${CHANNEL_WORK}', task) END IS NULL AS _n`;
+     ${INSERT_TAIL}, ${notifyWorkSql('task', 'due_at')} IS NULL AS _n`;
 const INSERT_FULL_SQL = insertFullSql(false);
 const INSERT_TRACED_SQL = insertFullSql(true);
 
@@ -132,7 +132,7 @@ const oneRowSql = (traced: boolean) => `INSERT INTO stepwise.executions (id, tas
      SELECT $1, $2, 'pending', $3::jsonb, $4, $5::timestamptz, ${TAGS_FROM_JSON('$6::jsonb')}, $7, statement_timestamp(), greatest(statement_timestamp(), $5::timestamptz),
             ${keyValues('$3::jsonb')}${traced ? ', $8::text' : ''}
        FROM (SELECT) one ${TASK_JOIN('$2')}
-     ${INSERT_TAIL}, CASE WHEN due_at <= statement_timestamp() THEN pg_notify('${CHANNEL_WORK}', task) END IS NULL AS _n`;
+     ${INSERT_TAIL}, ${notifyWorkSql('task', 'due_at')} IS NULL AS _n`;
 const ONE_ROW_SQL = oneRowSql(false);
 const ONE_ROW_TRACED_SQL = oneRowSql(true);
 

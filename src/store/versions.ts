@@ -8,14 +8,32 @@ import { LIVE_WORKER, servedByLiveWorker } from './workers';
  * current version's workers, and claims only what is pinned to its own: it drains.
  */
 export async function startingTasks(db: Db, served: ReadonlyArray<{ name: string; version: string }>): Promise<Set<string>> {
-  const rows = await queryRows<{ name: string }>(
-    db,
-    `SELECT t.name FROM stepwise.tasks t JOIN unnest(?::text[], ?::text[]) AS u(name, version) ON u.name = t.name
-      WHERE coalesce(t.current_version, '') = u.version
-         OR NOT ${servedByLiveWorker('t.name', "coalesce(t.current_version, '')")}`,
-    [served.map((s) => s.name), served.map((s) => s.version)],
-  );
+  const rows = await queryRows<{ name: string }>(db, STARTING_SQL, [served.map((s) => s.name), served.map((s) => s.version)]);
   return new Set(rows.map((r) => r.name));
+}
+
+const STARTING_SQL = `SELECT t.name FROM stepwise.tasks t JOIN unnest(?::text[], ?::text[]) AS u(name, version) ON u.name = t.name
+      WHERE coalesce(t.current_version, '') = u.version
+         OR NOT ${servedByLiveWorker('t.name', "coalesce(t.current_version, '')")}`;
+
+/**
+ * A worker's heartbeat (see recordHeartbeat) and its read of startingTasks in one statement: an idle
+ * worker then costs the database one transaction per beat, not two. `found` is false when its row
+ * is gone (forgotten).
+ */
+export async function recordHeartbeatReadingStarting(
+  db: Db,
+  id: string,
+  running: number,
+  served: ReadonlyArray<{ name: string; version: string }>,
+): Promise<{ found: boolean; starting: Set<string> }> {
+  const [row] = await queryRows<{ found: boolean; starting: string[] }>(
+    db,
+    `WITH beat AS (UPDATE stepwise.workers SET last_seen_at = now(), running = ? WHERE worker_id = ? RETURNING 1)
+     SELECT EXISTS (SELECT 1 FROM beat) AS found, ARRAY(${STARTING_SQL}) AS starting`,
+    [running, id, served.map((s) => s.name), served.map((s) => s.version)],
+  );
+  return { found: row.found, starting: new Set(row.starting) };
 }
 
 /** One version of a task: the live workers serving it and the unfinished executions pinned to it. */

@@ -16,6 +16,13 @@ import type { TargetPolicy } from './targets';
 export type AttemptOutcome = 'delivered' | 'retrying' | 'failed' | 'unrecorded';
 
 /** Hooks for metrics. */
+/**
+ * Idle polls space out up to this many poll intervals, further than a worker's: queued deliveries are
+ * announced (NOTIFY) and this process's retries wake it on time, so a poll only finds the retries of
+ * a deliverer that went away, which may come a few seconds late.
+ */
+const IDLE_POLL_STRETCH = 8;
+
 export interface DeliveryObserver {
   attempted?(outcome: AttemptOutcome, latencyMs: number): void;
   databaseError?(): void;
@@ -140,6 +147,7 @@ export class WebhookDeliverer {
 
   private async loop(): Promise<void> {
     let backoff = 100;
+    let idlePolls = 0;
     while (this.state === DELIVERER_STATES.running) {
       // Attempts that end in the same turn free their slots together: claim once for all of them.
       if (this.attempts.size > 0) await new Promise((resolve) => setImmediate(resolve));
@@ -150,6 +158,7 @@ export class WebhookDeliverer {
         continue;
       }
       this.signal.reset();
+      const epoch = this.signal.epoch;
       let claimed: ClaimedDelivery[];
       try {
         claimed = await claimDueDeliveries(this.options.db, free, this.leaseMs, randomUUID());
@@ -162,8 +171,12 @@ export class WebhookDeliverer {
         continue;
       }
       for (const delivery of claimed) this.launch(delivery);
-      // A full batch means more may be due: claim again as soon as there is room.
-      if (claimed.length < free) await this.signal.wait(this.pollIntervalMs);
+      // A full batch means more may be due: claim again as soon as there is room. Polls that find
+      // nothing, with nothing announced meanwhile, space out (see IDLE_POLL_STRETCH).
+      if (claimed.length < free) {
+        idlePolls = claimed.length === 0 && this.signal.epoch === epoch ? idlePolls + 1 : 0;
+        await this.signal.wait(this.pollIntervalMs * Math.min(2 ** idlePolls, IDLE_POLL_STRETCH));
+      }
     }
   }
 
@@ -183,8 +196,11 @@ export class WebhookDeliverer {
     const fields = { deliveryId: delivery.id, webhookId: delivery.webhookId, eventType: delivery.eventType, executionId: delivery.executionId, attempt, statusCode: result.statusCode, latencyMs: result.latencyMs };
     let outcome: AttemptOutcome = 'unrecorded';
     try {
-      const recorded = await this.records.submit({ delivery, result, retryDelayMs: retryDelayMs(attempt, this.retryBaseMs) });
+      const delayMs = retryDelayMs(attempt, this.retryBaseMs);
+      const recorded = await this.records.submit({ delivery, result, retryDelayMs: delayMs });
       if (recorded) outcome = recorded.status === 'pending' ? 'retrying' : recorded.status;
+      // Its retry comes due after the delay (or sooner, at the retry period's end): wake for it, not at a poll.
+      if (outcome === 'retrying') this.signal.wakeAt(Date.now() + delayMs);
       if (!recorded) log.info(fields, 'webhook attempt not recorded: its lease ran out or its webhook was deleted');
       else if (outcome === 'delivered') log.debug(fields, 'webhook delivered');
       else if (outcome === 'retrying') log.info({ ...fields, error: result.error, nextAttemptAt: recorded.dueAt?.toISOString() }, 'webhook attempt failed; retrying later');

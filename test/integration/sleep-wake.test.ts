@@ -81,3 +81,30 @@ describe('durable sleep wake-up', () => {
     expect(Math.max(...lateness)).toBeLessThan(MAX_LATENESS_MS);
   });
 });
+
+describe('delayed start', () => {
+  test('executions scheduled to start later are claimed at their start, not at a poll', async () => {
+    // Several workers, polls of a second stretching further while idle: only the delayed schedule's
+    // notification can bring the claim within the bound.
+    const now = Date.now();
+    const offsets = Array.from({ length: 8 }, (_, i) => 700 + i * 150);
+    const scheduled = await insertExecutions(t.db, offsets.map((ms) => ({ task: 'napper', data: { ms: 0 }, startAt: new Date(now + ms) })));
+    const ids = scheduled.map((s) => s.execution.id);
+    const rows = await waitUntil(
+      async () => {
+        const started = await queryRows<{ late_ms: number }>(
+          t.db,
+          `SELECT (extract(epoch FROM started_at - start_at) * 1000)::float8 AS late_ms
+             FROM stepwise.executions WHERE id = ANY(?::uuid[]) AND started_at IS NOT NULL`,
+          [ids],
+        );
+        return started.length === ids.length ? started : undefined;
+      },
+      'every delayed execution to start',
+      20_000,
+    );
+    const lateness = rows.map((r) => r.late_ms);
+    expect(lateness.every((ms) => ms >= 0)).toBe(true);
+    expect(Math.max(...lateness)).toBeLessThan(MAX_LATENESS_MS);
+  });
+});
