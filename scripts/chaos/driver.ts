@@ -21,8 +21,14 @@ export interface DrivenResult {
   steps?: Step[];
   /** For the operator kinds: the retries and cancels sent, their answers, and its attempts. */
   operated?: OperatedExecution;
-  /** For `reminder`: whether its `approval` delivery was answered 200, and the round open just before. */
-  approval?: { acked: boolean; seenRound?: number };
+  /** For `reminder`: whether its `approval` delivery was answered 200, the round open just before, and how long the answer took. */
+  approval?: ApprovalRecord;
+}
+
+export interface ApprovalRecord {
+  acked: boolean;
+  seenRound?: number;
+  sendMs?: number;
 }
 
 export interface DriverStats {
@@ -227,7 +233,7 @@ export class ChaosDriver {
    * per round so far) is in progress. A 409 (the round's grace ran out meanwhile, the execution runs)
    * is tried again until a 200; the idempotency key makes a resend after a lost answer repeat it.
    */
-  private async deliverApproval(id: string, plan: PlannedExecution, record: { acked: boolean; seenRound?: number }): Promise<void> {
+  private async deliverApproval(id: string, plan: PlannedExecution, record: ApprovalRecord): Promise<void> {
     const target = plan.approvalRound ?? 1;
     for (let tries = 0; ; tries++) {
       if (Date.now() > this.deadline || tries > 1000) throw new Error(`approval not delivered after ${tries} tries`);
@@ -239,11 +245,13 @@ export class ChaosDriver {
       const waits = steps.filter((s) => s.kind === 'event' && (s.name === 'approval' || s.name.startsWith('approval#')));
       const round = waits.length;
       if (round < target || waits[round - 1].name !== nthName('approval', round) || waits[round - 1].status !== 'in_progress') continue;
+      const sent = Date.now();
       try {
         await this.retrying(() => this.client.sendEvent(id, 'approval', approvalPayload(plan.data), { idempotencyKey: `${plan.idempotencyKey}-approval` }));
         this.stats.eventsDelivered += 1;
         record.acked = true;
         record.seenRound = round;
+        record.sendMs = Date.now() - sent;
         return;
       } catch (err) {
         if (!(err instanceof StepwiseApiError && err.code === 'not_waiting_for_event')) throw err;

@@ -283,7 +283,8 @@ export function planExecutions(count: number, seed: number, runId: string): Plan
     }
     let approvalRound: number | undefined;
     if (kind === 'reminder') {
-      data.ms = int(700, 1200);
+      // Rounds long enough for the driver, polling through a loaded API, to find the planned one open.
+      data.ms = int(1500, 2500);
       data.rounds = REMINDER_ROUNDS;
       approvalRound = int(1, 3);
     }

@@ -37,7 +37,7 @@ export interface RaceCounts {
   /** Reminder approvals acknowledged (200), and those that reached a later round than planned (a fault held the driver up: allowed). */
   approvalsAcked: number;
   approvalsLate: number;
-  /** A few of them: the execution, the planned round, the round open when the driver sent, the round reached. */
+  /** A few of them: the execution, the planned round, the round open when the driver sent, the round reached, the answer's time. */
   lateExamples: string[];
   /** Waits closed when another won or a later round superseded them. */
   closedWaits: number;
@@ -127,7 +127,7 @@ export function verifyRace(plan: PlannedExecution, e: RaceExecutionRow, rows: re
     if (round < planned || (seen !== undefined && round < seen)) violate('reminder-round', `${e.id} (reminder) approval reached round ${round}; planned ${planned}, open when sent ${seen}`);
     if (round > planned) {
       counts.approvalsLate += 1;
-      if (counts.lateExamples.length < 5) counts.lateExamples.push(`${e.id}: planned ${planned}, open when sent ${seen}, reached ${round}`);
+      if (counts.lateExamples.length < 5) counts.lateExamples.push(`${e.id}: planned ${planned}, open when sent ${seen}, reached ${round} (answered after ${driven?.approval?.sendMs} ms)`);
     }
     const waits = rows.filter((r) => r.kind === 'event');
     if (waits.length !== round) violate('reminder-round', `${e.id} (reminder) opened ${waits.length} approval waits, approved in round ${round}`);
