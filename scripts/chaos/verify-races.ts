@@ -1,9 +1,8 @@
-// The race checks of `make chaos`, after the run: in `Promise.race` of durable operations the branch
-// that fired first won (an event delivered well before the timer, the timer when none came, the shorter
-// of two sleeps), at about its time rather than the loser's; the losers and superseded waits were
-// closed, none left open; and a reminder loop's acknowledged approval reached the round that was open,
-// never lost. (That each execution ended with its output is checked with every other kind's, in
-// verify.ts; that each `remind` ran to completion once per record, with every step's side effects.)
+// The race checks of `make chaos`: in `Promise.race` of durable operations the branch that fired first
+// won (an event delivered well before the timer, the timer when none came, the shorter sleep) at its
+// own time, not the loser's; losers and superseded waits were closed, none left open; and a reminder's
+// acknowledged approval reached the round open then, never lost. Outputs and steps are checked with
+// every other kind's in verify.ts, and each `remind` step's runs with every step's side effects.
 import { isDeepStrictEqual } from 'node:util';
 import type { DrivenResult } from './driver';
 import { approvalPayload, goPayload, nthName, type PlannedExecution } from './outcomes';
