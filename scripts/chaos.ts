@@ -3,15 +3,18 @@
 // of executions over HTTP (steps, sleeps, event waits with deliveries, retries, cancels, failures, and
 // parallel steps, sleeps and event waits, step timeouts and per-step retries, and an operator's retries
 // of failed and cancelled executions, one at a time, several at once or racing a cancel, bulk retries
-// by tag, two tasks paused for a few seconds each, and bursts of a task limited to two running at once
-// per tenant and of one limited to five starts a second per tenant) while
+// by tag, two tasks paused for a few seconds each, bursts of a task limited to two running at once
+// per tenant and of one limited to five starts a second per tenant, and races: an event wait against
+// a timer, delivered early or never, two timers, and a reminder loop, each round an approval wait
+// against a grace sleep, whose approval the driver delivers in a planned round) while
 // a random worker is SIGKILLed about every 2 s and restarted, PostgreSQL is restarted twice (once a fast
 // shutdown, once an immediate one with crash recovery) and the API server is SIGKILLed once while
 // long-polls are open. A webhook subscribed to every execution event at the start sends to a receiver in
 // this process, which verifies each signature and answers some requests 500 or too late. Then it checks
 // every execution against the outcome its data implies, the workers' side-effect logs against the
-// recorded steps, the webhook notifications against the executions (scripts/chaos/webhooks.ts), and the
-// flow-control limits against the handler runs and the attempts' starts (scripts/chaos/verify-flow.ts);
+// recorded steps, the webhook notifications against the executions (scripts/chaos/webhooks.ts), the
+// flow-control limits against the handler runs and the attempts' starts (scripts/chaos/verify-flow.ts),
+// and the races' winners, closed losers and approvals against their histories (scripts/chaos/verify-races.ts);
 // it prints a report, writes it to chaos-results/ and exits 1 on any violation.
 //
 //   make chaos                       5,000 executions (< 5 min)
@@ -34,6 +37,7 @@ import type { OperatorStats } from './chaos/operate';
 import { verifyRun } from './chaos/verify';
 import { verifyFlow, type FlowCounts } from './chaos/verify-flow';
 import type { OperateCounts } from './chaos/verify-operate';
+import type { RaceCounts } from './chaos/verify-races';
 import { ChaosWebhookReceiver, drainDeliveries, verifyWebhooks, WEBHOOK_ENV, type WebhookVerification } from './chaos/webhooks';
 
 interface Options {
@@ -379,6 +383,7 @@ function printReport(r: {
     cronFires: number;
     cronSeconds: number;
     operations: OperateCounts;
+    races: RaceCounts;
   };
   violationCounts: Record<string, number>;
   violations: string[];
@@ -419,6 +424,10 @@ function printReport(r: {
   line('  per tenant: executions/most at once', tenants(keyed.byTenant));
   line(`most ${RATED_TASK} starts per tenant in ${RATE_PERIOD_MS} ms`, `${rated.mostInWindow} (limit ${RATE_LIMIT}; ${rated.starts} starts of ${rated.executions} executions)`);
   line('  per tenant: starts/most in a window', tenants(rated.byTenant));
+  const races = r.counts.races;
+  line('races: event / timer won', `${races.eventWins} / ${races.timerWins} (${Object.entries(races.checked).map(([k, v]) => `${k} ${v}`).join(', ')} checked; ${races.closedWaits} waits closed)`);
+  line('  reminder approvals acked (late)', `${races.approvalsAcked} (${races.approvalsLate} reached a later round than planned)`);
+  for (const l of races.lateExamples) process.stdout.write(`    ${l}\n`);
   const wh = r.webhooks;
   line('webhook requests / verified', `${wh.requests} / ${wh.verified} (${wh.signatureFailures} bad signatures)`);
   line('  answered 500 / too late (retried)', `${wh.answered500} / ${wh.answeredLate}`);

@@ -4,7 +4,7 @@
 // are driven by operate.ts.
 import { createStepwiseClient, StepwiseApiError, type Execution, type Step, type StepwiseClient } from '../../src/client';
 import { Operator, type OperatedExecution } from './operate';
-import { eventPayload, OPERATOR_KINDS, PARALLEL_EVENTS, parallelEventPayload, retriedSteps, type ParallelEvent, type PlannedExecution } from './outcomes';
+import { approvalPayload, eventPayload, goPayload, nthName, OPERATOR_KINDS, PARALLEL_EVENTS, parallelEventPayload, retriedSteps, type PlannedExecution } from './outcomes';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -21,6 +21,14 @@ export interface DrivenResult {
   steps?: Step[];
   /** For the operator kinds: the retries and cancels sent, their answers, and its attempts. */
   operated?: OperatedExecution;
+  /** For `reminder`: whether its `approval` delivery was answered 200, the round open just before, and how long the answer took. */
+  approval?: ApprovalRecord;
+}
+
+export interface ApprovalRecord {
+  acked: boolean;
+  seenRound?: number;
+  sendMs?: number;
 }
 
 export interface DriverStats {
@@ -128,6 +136,8 @@ export class ChaosDriver {
       const id = scheduled.execution_id;
       if (plan.kind === 'event') await this.deliver(id, plan);
       if (plan.kind === 'parallel-events') await this.deliverBoth(id, plan);
+      if (plan.kind === 'race-event-timer' && plan.deliverGo) await this.deliverWhenWaiting(id, 'go', goPayload(plan.data));
+      if (plan.kind === 'reminder') await this.deliverApproval(id, plan, (result.approval = { acked: false }));
       if (plan.kind === 'cancel' || plan.kind === 'fanout-cancel') {
         await sleep(plan.cancelAfterMs ?? 0);
         await this.retrying(() => this.client.cancel(id));
@@ -189,7 +199,7 @@ export class ChaosDriver {
    * tried again, until a 200, the execution has finished, or its wait is found completed in the
    * history (an earlier try of ours delivered it and its answer was lost). Bounded.
    */
-  private async deliverWhenWaiting(id: string, event: ParallelEvent, payload: unknown): Promise<void> {
+  private async deliverWhenWaiting(id: string, event: string, payload: unknown): Promise<void> {
     for (let tries = 0; ; tries++) {
       if (Date.now() > this.deadline || tries > 400) throw new Error(`event ${event} not delivered after ${tries} tries`);
       if (tries > 0) await sleep(100 + Math.random() * 150);
@@ -213,6 +223,39 @@ export class ChaosDriver {
           this.stats.eventsDelivered += 1;
           return;
         }
+      }
+    }
+  }
+
+  /**
+   * Delivers `approval` to a `chaos.reminder` execution once its round `approvalRound` (or a later one,
+   * when a fault held the driver up) is open: the execution waits, and its latest `approval` wait (one
+   * per round so far) is in progress. A 409 (the round's grace ran out meanwhile, the execution runs)
+   * is tried again until a 200; the idempotency key makes a resend after a lost answer repeat it.
+   */
+  private async deliverApproval(id: string, plan: PlannedExecution, record: ApprovalRecord): Promise<void> {
+    const target = plan.approvalRound ?? 1;
+    for (let tries = 0; ; tries++) {
+      if (Date.now() > this.deadline || tries > 1000) throw new Error(`approval not delivered after ${tries} tries`);
+      if (tries > 0) await sleep(60 + Math.random() * 80);
+      const current = await this.retrying(() => this.client.get(id));
+      if (['completed', 'failed', 'cancelled'].includes(current.status)) return;
+      if (current.status !== 'waiting' || !current.waiting_for_events.some((w) => w.event_name === 'approval')) continue;
+      const steps = await this.retrying(() => this.client.listSteps(id));
+      const waits = steps.filter((s) => s.kind === 'event' && (s.name === 'approval' || s.name.startsWith('approval#')));
+      const round = waits.length;
+      if (round < target || waits[round - 1].name !== nthName('approval', round) || waits[round - 1].status !== 'in_progress') continue;
+      const sent = Date.now();
+      try {
+        await this.retrying(() => this.client.sendEvent(id, 'approval', approvalPayload(plan.data), { idempotencyKey: `${plan.idempotencyKey}-approval` }));
+        this.stats.eventsDelivered += 1;
+        record.acked = true;
+        record.seenRound = round;
+        record.sendMs = Date.now() - sent;
+        return;
+      } catch (err) {
+        if (!(err instanceof StepwiseApiError && err.code === 'not_waiting_for_event')) throw err;
+        this.stats.eventConflicts += 1;
       }
     }
   }

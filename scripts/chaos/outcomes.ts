@@ -25,7 +25,10 @@ export type ChaosKind =
   | 'cancel-retry'
   | 'bulk-retry'
   | 'keyed'
-  | 'rated';
+  | 'rated'
+  | 'race-event-timer'
+  | 'race-timers'
+  | 'reminder';
 
 export type ChaosData = {
   n: number;
@@ -44,6 +47,8 @@ export type ChaosData = {
   nonRetryable?: boolean;
   /** `keyed`, `rated`: the tenant its task's concurrency or rate limit is kept per (the key `/tenant`). */
   tenant?: string;
+  /** `reminder`: the rounds it waits for approval before it gives up (ms is each round's grace). */
+  rounds?: number;
 };
 
 
@@ -60,6 +65,10 @@ export interface PlannedExecution {
   /** For `parallel-events`: which event the driver delivers first, and how long before the other. */
   firstEvent?: ParallelEvent;
   deliverGapMs?: number;
+  /** For `race-event-timer`: the driver delivers `go` as soon as the execution waits (else never). */
+  deliverGo?: boolean;
+  /** For `reminder`: the round (from 1) whose open wait the driver delivers `approval` to. */
+  approvalRound?: number;
   /** Tags it is scheduled with (`bulk-retry`: its group's). */
   tags?: string[];
   /** For `retry`: the failed runs the operator retries it after (each budget of its step runs out). */
@@ -91,24 +100,24 @@ export function createRandom(seed: number): () => number {
   };
 }
 
-// The weights add up to 114, as before the parallel, step-retry, operator and flow-control kinds came:
-// they took their share from the older kinds, so a run's load (and --short's time) stays about the
+// The weights add up to 114, as before the parallel, step-retry, operator, flow-control and race kinds
+// came: they took their share from the older kinds, so a run's load (and --short's time) stays about the
 // same. The flow-control kinds also come in bursts (see FLOW_BURSTS), which take the place of others.
 const MIX: ReadonlyArray<readonly [ChaosKind, number]> = [
-  ['steps', 8],
+  ['steps', 6],
   ['delayed', 5],
-  ['sleep', 7],
-  ['event', 7],
-  ['event-timeout', 4],
-  ['flaky', 6],
-  ['fail', 5],
+  ['sleep', 5],
+  ['event', 5],
+  ['event-timeout', 3],
+  ['flaky', 5],
+  ['fail', 4],
   ['exhaust', 3],
-  ['cancel', 7],
+  ['cancel', 5],
   ['slow', 5],
   ['limited', 5],
   ['fanout', 5],
   ['fanout-cancel', 3],
-  ['parallel-steps', 6],
+  ['parallel-steps', 5],
   ['parallel-sleep', 5],
   ['parallel-events', 6],
   ['step-timeout', 5],
@@ -118,6 +127,9 @@ const MIX: ReadonlyArray<readonly [ChaosKind, number]> = [
   ['bulk-retry', 3],
   ['keyed', 3],
   ['rated', 2],
+  ['race-event-timer', 4],
+  ['race-timers', 3],
+  ['reminder', 5],
 ];
 
 const TASKS: Record<ChaosKind, string> = {
@@ -144,6 +156,9 @@ const TASKS: Record<ChaosKind, string> = {
   'bulk-retry': 'chaos.retry',
   keyed: 'chaos.keyed',
   rated: 'chaos.rated',
+  'race-event-timer': 'chaos.race-event-timer',
+  'race-timers': 'chaos.race-timers',
+  reminder: 'chaos.reminder',
 };
 
 /** The concurrency limit of `chaos.limited` (scripts/chaos/tasks.ts), which the run samples. */
@@ -255,8 +270,26 @@ export function planExecutions(count: number, seed: number, runId: string): Plan
       data.failTimes = durable ? 1 : int(1, 3);
       data.attempts = random() < 0.2 ? data.failTimes : data.failTimes + int(1, 2);
     }
+    let deliverGo: boolean | undefined;
+    if (kind === 'race-event-timer') {
+      // Delivered: the timer is far off (the event wins well before it, whatever faults delay the
+      // delivery); not delivered: the timer wins at its time, long before the wait's minute.
+      deliverGo = random() < 0.5;
+      data.ms = deliverGo ? int(RACE_FAR_MS, RACE_FAR_MS + 10000) : int(300, 1500);
+    }
+    if (kind === 'race-timers') {
+      data.ms = int(200, 1000);
+      data.ms2 = int(RACE_FAR_MS, RACE_FAR_MS + 10000);
+    }
+    let approvalRound: number | undefined;
+    if (kind === 'reminder') {
+      // Rounds long enough for the driver, polling through a loaded API, to find the planned one open.
+      data.ms = int(1500, 2500);
+      data.rounds = REMINDER_ROUNDS;
+      approvalRound = int(1, 3);
+    }
     const operated = planOperated(kind, data, random, int);
-    return { index, kind, task: TASKS[kind], data, idempotencyKey: `${runId}-${index}`, cancelAfterMs, startAfterMs, firstEvent, deliverGapMs, ...operated };
+    return { index, kind, task: TASKS[kind], data, idempotencyKey: `${runId}-${index}`, cancelAfterMs, startAfterMs, firstEvent, deliverGapMs, deliverGo, approvalRound, ...operated };
   });
   groupBulkRetries(plans, runId);
   return plans;
@@ -271,6 +304,22 @@ export type ParallelEvent = 'left' | 'right';
 export const PARALLEL_EVENTS: readonly ParallelEvent[] = ['left', 'right'];
 /** The payload the driver delivers to a `chaos.parallel-events` execution for each of them. */
 export const parallelEventPayload = (data: ChaosData, event: ParallelEvent) => (event === 'left' ? { v: data.n * 3 } : { v: data.n * 5 });
+
+/** A race's branch that must lose: a timer at least this far off (ms), well past any fault's delay. */
+export const RACE_FAR_MS = 20000;
+
+/** The payload the driver delivers to a `chaos.race-event-timer` execution as `go`. */
+export const goPayload = (data: ChaosData) => ({ v: data.n * 7 });
+
+/**
+ * `chaos.reminder` waits up to this many rounds: far more than the driver needs to reach its round
+ * (3 at most), so that a delivery held up by a fault still finds an open round.
+ */
+export const REMINDER_ROUNDS = 10;
+/** The payload the driver delivers to a `chaos.reminder` execution as `approval`. */
+export const approvalPayload = (data: ChaosData) => ({ ok: data.n * 19 });
+/** The history's names of the r-th wait, sleep or step of one name (the engine counts repeats). */
+export const nthName = (name: string, r: number) => (r === 1 ? name : `${name}#${r}`);
 
 /** `chaos.step-timeout`: its step's timeout; attempts up to failTimes sleep STEP_TIMEOUT_SLEEP_MS, past it. */
 export const STEP_TIMEOUT_MS = 150;
@@ -384,6 +433,12 @@ export function expectedOutcome(p: PlannedExecution): ExpectedOutcome {
       return { status: 'completed', output: { n, tenant: p.data.tenant, b: n + 1 } };
     case 'rated':
       return { status: 'completed', output: { n, tenant: p.data.tenant, v: n * 5 } };
+    case 'race-event-timer':
+      return { status: 'completed', output: p.deliverGo ? { n, winner: 'go', v: n * 7 } : { n, winner: 'timer' } };
+    case 'race-timers':
+      return { status: 'completed', output: { n, winner: 'short' } };
+    case 'reminder':
+      return { status: 'completed', output: { n, approved: approvalPayload(p.data), round: p.approvalRound ?? 1 } };
   }
 }
 
@@ -451,8 +506,17 @@ export function expectedSteps(p: PlannedExecution): string[] {
       return ['before', 'gate', 'after'];
     case 'cancel-retry':
       return ['before', 'after'];
+    case 'race-event-timer':
+    case 'race-timers':
+      return [];
+    case 'reminder':
+      // One `remind` per round that passed without an approval.
+      return Array.from({ length: (p.approvalRound ?? 1) - 1 }, (_, i) => nthName('remind', i + 1));
   }
 }
+
+/** Kinds that race durable operations (Promise.race): verify.ts checks their winners and closed losers. */
+export const RACE_KINDS: ReadonlySet<ChaosKind> = new Set(['race-event-timer', 'race-timers', 'reminder']);
 
 /** The cron task every chaos worker serves (see scripts/chaos/tasks.ts): it fires every second. */
 export const CRON_TASK = 'chaos.tick';

@@ -51,6 +51,7 @@ const Data = Type.Object({
   attempts: Type.Optional(Type.Integer()),
   backoffMs: Type.Optional(Type.Integer()),
   nonRetryable: Type.Optional(Type.Boolean()),
+  rounds: Type.Optional(Type.Integer()),
 });
 const fastRetry = { initialDelay: '100ms', maxDelay: '500ms' } as const;
 
@@ -366,6 +367,58 @@ export const operatorRetry = defineTask({
     );
     const after = await effect(ctx, 'after', gate.value + 1);
     return { n: data.n, gate: gate.value, after };
+  },
+});
+
+/**
+ * An event wait (a minute's timeout) raced against a sleep of `ms`: whichever fired first wins on every
+ * replay. Output { n, winner: 'go', v } when the driver delivered `go` ({ v: 7n }) first, else
+ * { n, winner: 'timer' }; the losing branch is closed when the handler ends.
+ */
+export const raceEventTimer = defineTask({
+  name: 'chaos.race-event-timer',
+  data: Data,
+  events: { go: Type.Object({ v: Type.Integer() }) },
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    const won = await Promise.race([
+      ctx.waitForEvent('go', { timeout: '1m' }).then((p) => ({ winner: 'go', v: p.v })),
+      ctx.sleep('timer', data.ms ?? 500).then(() => ({ winner: 'timer' })),
+    ]);
+    return { n: data.n, ...won };
+  },
+});
+
+/** Two sleeps raced, `long` (ms2) and the much shorter `short` (ms): output { n, winner: 'short' }. */
+export const raceTimers = defineTask({
+  name: 'chaos.race-timers',
+  data: Data,
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    const winner = await Promise.race([ctx.sleep('long', data.ms2 ?? 30000).then(() => 'long'), ctx.sleep('short', data.ms ?? 300).then(() => 'short')]);
+    return { n: data.n, winner };
+  },
+});
+
+/**
+ * Up to `rounds` rounds of an `approval` wait raced against a `grace` sleep of `ms`, with a step
+ * `remind` after each round that passed: output { n, approved: payload, round } for the round whose
+ * wait the approval reached. Each round's wait closes the one before it. The engine names the r-th
+ * `remind` `remind#r` (r > 1); its side-effect line carries that name, so the check pairs them.
+ */
+export const reminder = defineTask({
+  name: 'chaos.reminder',
+  data: Data,
+  events: { approval: Type.Object({ ok: Type.Integer() }) },
+  retry: { maxAttempts: 50, ...fastRetry },
+  async run(ctx, data) {
+    for (let round = 1; round <= (data.rounds ?? 3); round++) {
+      const answer = await Promise.race([ctx.waitForEvent('approval').then((payload) => ({ payload })), ctx.sleep('grace', data.ms ?? 1000).then(() => null)]);
+      if (answer) return { n: data.n, approved: answer.payload, round };
+      const logged = round === 1 ? 'remind' : `remind#${round}`;
+      await ctx.step('remind', () => ({ value: round, run: logEffect(ctx, logged) }));
+    }
+    throw new NonRetryableError(`no approval in ${data.rounds} rounds`);
   },
 });
 

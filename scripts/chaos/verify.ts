@@ -5,6 +5,7 @@ import { isDeepStrictEqual } from 'node:util';
 import pg from 'pg';
 import type { DrivenResult } from './driver';
 import { verifyOperations, type OperateCounts, type OperatorLog } from './verify-operate';
+import { asLanded, newRaceCounts, verifyRace, type RaceCounts } from './verify-races';
 import {
   CRON_OUTPUT,
   CRON_TASK,
@@ -16,6 +17,7 @@ import {
   isRetryableAttempt,
   PARALLEL_EVENTS,
   parallelEventPayload,
+  RACE_KINDS,
   retriedSteps,
   type ChaosKind,
   type PlannedExecution,
@@ -47,6 +49,8 @@ export interface Verification {
     cronSeconds: number;
     /** What the operator's retries, bulk retries and pauses came to (see verify-operate.ts). */
     operations: OperateCounts;
+    /** What the race kinds came to (see verify-races.ts). */
+    races: RaceCounts;
   };
 }
 
@@ -163,8 +167,10 @@ export async function verifyRun(
     const plansById = new Map<string, PlannedExecution>();
     const childIds = new Set<string>();
 
-    for (const plan of plans) {
-      const found = byKey.get(plan.idempotencyKey) ?? [];
+    for (const planned of plans) {
+      const found = byKey.get(planned.idempotencyKey) ?? [];
+      // A reminder's approval may reach a later round than planned (see verify-races.ts).
+      const plan = found[0] ? asLanded(planned, stepsByExecution.get(found[0].id) ?? []) : planned;
       if (found.length === 0) {
         violate('lost', `no execution for ${plan.idempotencyKey} (${plan.kind})`);
         continue;
@@ -301,6 +307,7 @@ export async function verifyRun(
     let stepTimeouts = 0;
     let durableStepRetries = 0;
     let retriedAfterFault = 0;
+    const races = newRaceCounts();
     const iso = (d: Date | null | undefined) => d?.toISOString() ?? 'null';
     for (const plan of plans) {
       const e = byKey.get(plan.idempotencyKey)?.[0];
@@ -310,6 +317,7 @@ export async function verifyRun(
       if (!['completed', 'failed', 'cancelled'].includes(e.status)) continue;
       const recorded = stepsByExecution.get(e.id) ?? [];
       const named = (name: string) => recorded.find((s) => s.name === name);
+      if (RACE_KINDS.has(plan.kind)) verifyRace(plan, e, recorded, drivenByKey.get(plan.idempotencyKey), races, violate);
 
       // A failed step attempt is retried by the step alone: the execution ends on its first attempt,
       // unless a fault (a worker SIGKILL, a PostgreSQL restart) cost it that attempt.
@@ -441,6 +449,7 @@ export async function verifyRun(
         cronFires,
         cronSeconds: Math.floor((workersRan.to - workersRan.from) / 1000),
         operations: operationCounts,
+        races,
       },
     };
   } finally {
