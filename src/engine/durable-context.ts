@@ -76,8 +76,11 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   attempt: number;
   readonly scheduledFor: Date;
   readonly suspension: Suspension;
-  /** What the step and child helpers see; made anew when a resume binds the context to a new claim. */
-  private operation: OperationContext;
+  /**
+   * What the step and child helpers see, made on first use (a handler without steps never needs it)
+   * and anew when a resume binds the context to a new claim.
+   */
+  private operation: OperationContext | undefined;
   /** Past every position known: the history's and those this run took. */
   private nextSeq: number;
   /** How many positions this run has taken, in call order: the position of the next operation. */
@@ -88,38 +91,51 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
    */
   private positional = true;
   private operations: number;
-  private readonly nameCounts = new Map<string, number>();
+  // Per-run maps are made on first use, and the history's are shared empty ones for a fresh
+  // execution: a run that records nothing allocates none of them (every execution pays for this).
+  private nameCounts: Map<string, number> | undefined;
   /** The recorded operations by key, patch markers apart. */
-  private readonly history: Map<string, ReplayRecord>;
-  /** The keys of recorded operations this run has reached: fewer than the history holds while it replays. */
-  private readonly reached = new Set<string>();
+  private readonly history: ReadonlyMap<string, ReplayRecord>;
+  /** How many recorded operations this run has reached: fewer than the history holds while it replays. */
+  private reached = 0;
   /** The change ids whose patch markers the history holds. */
-  private readonly markers: Set<string>;
+  private readonly markers: ReadonlySet<string>;
   /** Every recorded row by position, patch markers included. */
-  private readonly bySeq: Map<number, ReplayRecord>;
+  private readonly bySeq: ReadonlyMap<number, ReplayRecord>;
   /** Hands recorded outcomes to the handler in the order they happened. */
   private readonly order: ReplayOrder;
   /** What ctx.patched answered in this run, per change id. */
-  private readonly patches = new Map<string, boolean>();
+  private patches: Map<string, boolean> | undefined;
   /** Settles true once every marker this run recorded has landed (false: the lease was lost). */
   private markersLanded: Promise<boolean> | undefined;
-  private readonly steps: StepRunner;
-  private readonly childSteps: ChildSteps;
+  private steps: StepRunner | undefined;
+  private childSteps: ChildSteps | undefined;
 
   constructor(private options: DurableContextOptions) {
     this.executionId = options.lease.id;
     this.attempt = options.attempt;
     this.scheduledFor = options.scheduledFor;
-    this.history = new Map(options.history.filter((s) => s.kind !== 'patch').map((s) => [s.name, s]));
-    this.markers = new Set(options.history.filter((s) => s.kind === 'patch').map((s) => s.name));
-    this.bySeq = new Map(options.history.map((s) => [s.seq, s]));
-    this.order = new ReplayOrder(options.history);
-    this.nextSeq = options.history.reduce((max, s) => Math.max(max, s.seq + 1), 0);
-    this.operations = options.history.length;
+    const { history } = options;
+    const fresh = history.length === 0;
+    this.history = fresh ? NO_RECORDS : new Map(history.filter((s) => s.kind !== 'patch').map((s) => [s.name, s]));
+    this.markers = fresh ? NO_MARKERS : new Set(history.filter((s) => s.kind === 'patch').map((s) => s.name));
+    this.bySeq = fresh ? NO_POSITIONS : new Map(history.map((s) => [s.seq, s]));
+    this.order = fresh ? NO_ORDER : new ReplayOrder(history);
+    this.nextSeq = history.reduce((max, s) => Math.max(max, s.seq + 1), 0);
+    this.operations = history.length;
     this.suspension = new Suspension((waits) => this.suspend(waits));
-    this.operation = this.bindOperation();
-    this.steps = new StepRunner(() => this.operation);
-    this.childSteps = new ChildSteps(() => this.operation);
+  }
+
+  private get bound(): OperationContext {
+    return (this.operation ??= this.bindOperation());
+  }
+
+  private get stepRunner(): StepRunner {
+    return (this.steps ??= new StepRunner(() => this.bound));
+  }
+
+  private get children(): ChildSteps {
+    return (this.childSteps ??= new ChildSteps(() => this.bound));
   }
 
   /** The position the next new operation takes: a history row at or past it was recorded elsewhere. */
@@ -141,7 +157,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     if (records.some((r) => r.seq >= this.nextSeq) || pending.some((b) => !bySeq.get(b.wait.seq) || bySeq.get(b.wait.seq)?.outcome)) return false;
     this.options = { ...this.options, ...claim };
     this.attempt = claim.attempt;
-    this.operation = this.bindOperation();
+    this.operation = undefined;
     const finished = new Map<number, ReplayRecord>();
     for (const { wait } of pending) {
       const record = bySeq.get(wait.seq) as ReplayRecord;
@@ -162,7 +178,34 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
   }
 
   private bindOperation(): OperationContext {
-    return { ...this.options, write: (fn) => this.write(fn), suspension: this.suspension, databaseNow: () => this.databaseNow(), throwIfAborted: () => this.throwIfAborted() };
+    // Every field named, no spread: a spread into an object this wide takes V8's slow path. The
+    // `satisfies` makes a field added to the options, optional ones included, a compile error here.
+    const o = this.options;
+    return {
+      db: o.db,
+      lease: o.lease,
+      attempt: o.attempt,
+      scheduledFor: o.scheduledFor,
+      history: o.history,
+      claimedAt: o.claimedAt,
+      claimedLocally: o.claimedLocally,
+      abort: o.abort,
+      log: o.log,
+      writeDeadline: o.writeDeadline,
+      claimCommitted: o.claimCommitted,
+      recordStep: o.recordStep,
+      children: o.children,
+      retry: o.retry,
+      limits: o.limits,
+      deadline: o.deadline,
+      onStep: o.onStep,
+      progressed: o.progressed,
+      trace: o.trace,
+      write: (fn) => this.write(fn),
+      suspension: this.suspension,
+      databaseNow: () => this.databaseNow(),
+      throwIfAborted: () => this.throwIfAborted(),
+    } satisfies { [K in keyof Required<OperationContext>]: OperationContext[K] };
   }
 
   get signal(): AbortSignal {
@@ -182,7 +225,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     if (recorded?.completed) return recorded.result as Jsonify<Awaited<T>>;
     if (recorded?.outcome === 'failed') throw new StepFailedError(key, recorded.error ?? { type: 'Error', message: 'step failed', retryable: false });
     this.throwIfAborted();
-    return this.steps.run(seq, key, fn, options, recorded) as Promise<Jsonify<Awaited<T>>>;
+    return this.stepRunner.run(seq, key, fn, options, recorded) as Promise<Jsonify<Awaited<T>>>;
   }
 
   async sleep(name: string, duration: Duration): Promise<void> {
@@ -215,7 +258,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
       const turn = this.turn(seq);
       if (turn) await turn;
     }
-    return this.childSteps.invoke(seq, key, recorded, task, data, options);
+    return this.children.invoke(seq, key, recorded, task, data, options);
   }
 
   spawn(name: string, task: TaskDefinition | string, data?: unknown, options?: ChildOptions): Promise<string>;
@@ -226,12 +269,13 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
       if (turn) await turn;
       return (recorded.result as ChildStepResult).execution_id;
     }
-    return this.childSteps.start(seq, key, task, data, options, true);
+    return this.children.start(seq, key, task, data, options, true);
   }
 
   patched(changeId: string): boolean {
     checkChangeId('ctx.patched', changeId);
-    let answer = this.patches.get(changeId);
+    const patches = (this.patches ??= new Map());
+    let answer = patches.get(changeId);
     if (answer !== undefined) return answer;
     // The first run recorded its marker here, at this call's position: a replay takes that position.
     const atPosition = this.bySeq.get(this.position);
@@ -240,18 +284,18 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     // the end of its history is re-running code that ran without the change: the old path.
     answer = this.markers.has(changeId) || !this.replaying();
     if (answer && !this.markers.has(changeId)) this.recordMarker(changeId);
-    this.patches.set(changeId, answer);
+    patches.set(changeId, answer);
     return answer;
   }
 
   deprecatePatch(changeId: string): void {
     checkChangeId('ctx.deprecatePatch', changeId);
-    if (this.patches.get(changeId) ?? (this.markers.has(changeId) || !this.replaying())) {
+    if (this.patches?.get(changeId) ?? (this.markers.has(changeId) || !this.replaying())) {
       // Recorded as patched() would: code that still asks patched() (a worker not yet rolled) replays it.
       this.patched(changeId);
       return;
     }
-    throw new NonDeterminismError(this.reached.size, null, { kind: 'patch', name: changeId }, `the history was recorded before this change: keep ctx.patched(${JSON.stringify(changeId)}) until every such execution has finished`);
+    throw new NonDeterminismError(this.reached, null, { kind: 'patch', name: changeId }, `the history was recorded before this change: keep ctx.patched(${JSON.stringify(changeId)}) until every such execution has finished`);
   }
 
   /**
@@ -270,7 +314,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
 
   /** True while recorded operations remain that this run has not reached. */
   private replaying(): boolean {
-    return this.reached.size < this.history.size;
+    return this.reached < this.history.size;
   }
 
   /** Records a patch marker at the next position, after any marker before it; see markersRecorded. */
@@ -321,8 +365,9 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     if (typeof name !== 'string' || name.length === 0 || name.length > 200) {
       throw usageError(new TypeError('a step name must be a non-empty string of at most 200 characters'));
     }
-    const count = (this.nameCounts.get(name) ?? 0) + 1;
-    this.nameCounts.set(name, count);
+    const nameCounts = (this.nameCounts ??= new Map());
+    const count = (nameCounts.get(name) ?? 0) + 1;
+    nameCounts.set(name, count);
     const key = count === 1 ? name : `${name}#${count}`;
     const position = this.position++;
     const atPosition = this.positional ? this.bySeq.get(position) : undefined;
@@ -336,7 +381,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     if (recorded) {
       if (recorded.kind !== kind) throw new NonDeterminismError(recorded.seq, { kind: recorded.kind, name: key }, { kind, name: key });
       if (recorded.seq !== position) this.positional = false;
-      this.reached.add(key);
+      this.reached += 1;
       return { seq: recorded.seq, key, recorded };
     }
     if (this.operations >= this.options.limits.operations) {
@@ -403,6 +448,11 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     return retryWhileUnavailable(fn, this.options.writeDeadline(), this.options.abort);
   }
 }
+
+const NO_RECORDS: ReadonlyMap<string, ReplayRecord> = new Map();
+const NO_MARKERS: ReadonlySet<string> = new Set();
+const NO_POSITIONS: ReadonlyMap<number, ReplayRecord> = new Map();
+const NO_ORDER = new ReplayOrder([]);
 
 /** What a step or child helper needs of its context, bound to the current claim. */
 export interface OperationContext extends DurableContextOptions {

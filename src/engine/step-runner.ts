@@ -112,7 +112,8 @@ export class StepRunner {
       // A retry after a connection cut may find the row its first try committed (see recordStepResults).
       let resent = hasRow;
       const landed = await this.ctx.write(() => {
-        const step = { ...lease, seq, name: key, result: value, startedAt: new Date(started), resent };
+        // Fields named, not spread from the lease: a spread costs V8's slow path on every step.
+        const step = { id: lease.id, token: lease.token, seq, name: key, result: value, startedAt: new Date(started), resent };
         resent = true;
         return this.ctx.recordStep(step);
       });

@@ -37,20 +37,42 @@ export interface BlockedWait {
  * The pending promises stay settleable: a worker that resumes the same execution in the same process
  * settles them from the history (see DurableContext.resume) instead of replaying the handler.
  */
+/** Who hears that a run's execution suspended (see Suspension.onSuspended). */
+export interface SuspensionListener {
+  suspended(until: SuspendedUntil): void;
+  failed(err: unknown): void;
+}
+
 export class Suspension {
   private inFlight = 0;
   private blocked: BlockedWait[] = [];
   private checkScheduled = false;
-  private superseded: Wait[] = [];
-  private idlers: Array<() => void> = [];
+  private superseded: Wait[] | undefined;
+  private idlers: Array<() => void> | undefined;
   private state: 'open' | 'suspending' | 'suspended' | 'closed' = 'open';
-  private resolveSuspended!: (until: SuspendedUntil) => void;
-  private rejectSuspended!: (err: unknown) => void;
-  /** Settles when the execution has suspended (with when it is due), or rejects when it could not. */
-  suspended!: Promise<SuspendedUntil>;
+  /** Told when the execution has suspended, or could not; one listener per run (see onSuspended). */
+  private listener: SuspensionListener | undefined;
+  private unheard: { until: SuspendedUntil } | { err: unknown } | undefined;
 
-  constructor(private readonly suspend: (waits: readonly Wait[]) => Promise<SuspendedUntil>) {
-    this.arm();
+  constructor(private readonly suspend: (waits: readonly Wait[]) => Promise<SuspendedUntil>) {}
+
+  /**
+   * Tells `listener` once the execution has suspended (with when it is due), or could not; a resume
+   * (reopen) sets the next run's listener. A callback, not a promise: most runs never suspend, and a
+   * promise per run is an allocation every execution would pay for.
+   */
+  onSuspended(listener: SuspensionListener): void {
+    this.listener = listener;
+    const outcome = this.unheard;
+    this.unheard = undefined;
+    if (outcome) this.tell(outcome);
+  }
+
+  /** Tells the listener, or keeps the outcome for the one yet to come. */
+  private tell(outcome: { until: SuspendedUntil } | { err: unknown }): void {
+    if (!this.listener) this.unheard = outcome;
+    else if ('until' in outcome) this.listener.suspended(outcome.until);
+    else this.listener.failed(outcome.err);
   }
 
   /** Runs `work` (a step, a child start) as in flight: no suspension begins until it settles. */
@@ -60,7 +82,7 @@ export class Suspension {
       return await work();
     } finally {
       this.inFlight -= 1;
-      if (this.inFlight === 0) for (const idle of this.idlers.splice(0)) idle();
+      if (this.inFlight === 0 && this.idlers) for (const idle of this.idlers.splice(0)) idle();
       this.poke();
     }
   }
@@ -74,7 +96,7 @@ export class Suspension {
     if (wait.kind === 'event') {
       for (const older of this.blocked.filter((b) => b.wait.kind === 'event' && b.wait.eventName === wait.eventName)) {
         this.blocked.splice(this.blocked.indexOf(older), 1);
-        this.superseded.push(older.wait);
+        (this.superseded ??= []).push(older.wait);
         older.reject(new WaitSupersededError(wait.eventName as string, older.wait.name, wait.name));
       }
     }
@@ -86,7 +108,9 @@ export class Suspension {
 
   /** Event waits closed since the last suspension (see block): the next one records them closed. */
   takeSuperseded(): Wait[] {
-    return this.superseded.splice(0);
+    const taken = this.superseded ?? [];
+    this.superseded = undefined;
+    return taken;
   }
 
   /** The waits the handler left open when it ended: their rows are closed with the execution's end. */
@@ -94,10 +118,15 @@ export class Suspension {
     return this.blocked.map((b) => b.wait);
   }
 
+  /** True when nothing is in flight and no wait is registered: the handler left nothing behind. */
+  get settled(): boolean {
+    return this.inFlight === 0 && this.blocked.length === 0;
+  }
+
   /** Settles once nothing is in flight: a step that the handler left running has been recorded. */
   idle(): Promise<void> {
     if (this.inFlight === 0) return Promise.resolve();
-    return new Promise((resolve) => this.idlers.push(resolve));
+    return new Promise((resolve) => (this.idlers ??= []).push(resolve));
   }
 
   /** The handler returned or threw, or the execution was stopped: no suspension from now on. */
@@ -117,7 +146,7 @@ export class Suspension {
    */
   reopen(finished: ReadonlyMap<number, ReplayRecord>): void {
     this.state = 'open';
-    this.arm();
+    this.listener = undefined;
     const still = this.blocked.filter((b) => !finished.has(b.wait.seq));
     // In the order they ended, as a replay would settle them (see ReplayOrder); just now last.
     const ended = (b: BlockedWait) => (finished.get(b.wait.seq) as ReplayRecord).endedAt ?? Number.POSITIVE_INFINITY;
@@ -133,15 +162,6 @@ export class Suspension {
     this.poke();
   }
 
-  private arm(): void {
-    this.suspended = new Promise((resolve, reject) => {
-      this.resolveSuspended = resolve;
-      this.rejectSuspended = reject;
-    });
-    // The runner races this against the handler; a rejection nobody raced must not go unhandled.
-    this.suspended.catch(() => undefined);
-  }
-
   private poke(): void {
     if (this.checkScheduled || this.state !== 'open' || this.blocked.length === 0) return;
     this.checkScheduled = true;
@@ -152,11 +172,11 @@ export class Suspension {
       this.suspend(this.blocked.map((b) => b.wait)).then(
         (until) => {
           this.state = 'suspended';
-          this.resolveSuspended(until);
+          this.tell({ until });
         },
         (err: unknown) => {
           this.state = 'closed';
-          this.rejectSuspended(err);
+          this.tell({ err });
         },
       );
     });
