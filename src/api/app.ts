@@ -21,6 +21,7 @@ import { addWaitRoute } from './wait';
 import { addWorkerRoutes } from './workers';
 import { addWebhookRoutes } from './webhooks';
 import { serveApiReference } from './docs';
+import { serveGuides } from './guides';
 import { serveDashboard } from './ui';
 
 /** Answers what no route took: 405 with Allow when the path exists under another method, else 404. */
@@ -50,7 +51,7 @@ function redirectRootToDashboard(base: string): Koa.Middleware<ApiState> {
 /**
  * The Koa application: request id, timing and logging, common headers, the error envelope, the
  * cross-site guard, then `/` (a redirect to the dashboard), the routes of openapi.yaml (each behind its
- * own auth, body parsing and validation), the dashboard and the API reference, then 404/405.
+ * own auth, body parsing and validation), the dashboard, the API reference and the guides, then 404/405.
  */
 export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   const app = new Koa<ApiState>();
@@ -85,6 +86,7 @@ export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   // Dashboard and API reference: public pages and assets; the API calls they make need the token.
   app.use(serveDashboard({ basePath: base }));
   app.use(serveApiReference({ basePath: base }));
+  app.use(serveGuides({ basePath: base }));
   app.use(rejectUnrouted(router));
   return app;
 }

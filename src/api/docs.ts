@@ -66,7 +66,7 @@ function renderPage(basePath: string, init: StaticAsset): string {
 <link rel="stylesheet" href="${assets}/swagger-ui.css">
 </head>
 <body>
-<p style="margin:8px 20px;font:14px system-ui,sans-serif"><a href="${base}/ui">← Stepwise dashboard</a> · <a href="${base}/api/v1/openapi.yaml">openapi.yaml</a></p>
+<p style="margin:8px 20px;font:14px system-ui,sans-serif"><a href="${base}/ui">← Stepwise dashboard</a> · <a href="${base}/api/v1/openapi.yaml">openapi.yaml</a> · <a href="${base}/docs/guides/">Guides</a></p>
 <div id="swagger-ui"></div>
 <script src="${assets}/swagger-ui-bundle.js"></script>
 <script src="${base}/docs/assets/init-${init.hash}.js"></script>

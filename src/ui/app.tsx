@@ -90,6 +90,9 @@ export function App({ basePath }: { basePath: string }) {
           <a href={`${basePath}/docs`} data-testid="docs-link">
             API reference
           </a>
+          <a href={`${basePath}/docs/guides/`} data-testid="guides-link">
+            Guides
+          </a>
         </nav>
         <div class="spacer" />
         <TimeZoneSwitch value={timeZone} onChange={chooseTimeZone} />

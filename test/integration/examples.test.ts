@@ -1,5 +1,6 @@
-// The bundled example tasks (what `make run` serves), driven the way the README's walk-through does,
-// and the README's typed-client example (examples/client.mts), run as the README says to run it.
+// The bundled example tasks (what `make run` serves), driven the way the README's walk-through and the
+// guides do, and the README's typed-client example (examples/client.mts), run as the README says to run
+// it. The snippets the README and docs/ mark with `<!-- snippet: PATH -->` are checked against PATH.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -10,6 +11,7 @@ import { EXAMPLE_TASKS_FILE } from '../../src/main';
 import { startTestApi, type TestApi } from '../helpers/api-server';
 import { startWorker } from '../helpers/worker';
 import { waitUntil } from '../helpers/wait-until';
+import { listMarkdownFiles, listSnippets } from '../helpers/markdown';
 
 const ROOT = path.join(__dirname, '..', '..');
 const CLIENT_EXAMPLE = path.join(ROOT, 'examples', 'client.mts');
@@ -121,7 +123,7 @@ describe('the example tasks', () => {
     expect(again.split('\n').slice(0, 2)).toEqual([`already scheduled ${id}`, 'completed {"orderId":"A-1002","approved":true,"approver":"dana","chargeId":"ch-A-1002"}']);
   });
 
-  test('flow control as the README shows it: a second schedule within the period is debounced into the first', async () => {
+  test('flow control as docs/flow-control.md shows it: a second schedule within the period is debounced into the first', async () => {
     const schedule = (body: object) => api.call('POST', '/api/v1/executions', { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
     const first = await schedule({ task: 'reindex-user', data: { userId: 'u-7' } });
     expect(first.status).toBe(201);
@@ -139,7 +141,7 @@ describe('the example tasks', () => {
     expect(await api.client.wait(synced.execution_id, { deadlineMs: 15_000 })).toMatchObject({ status: 'completed', output: { tenant: 't-1', since: '2026-11-01' } });
   });
 
-  test('deploying new code as the README shows it: the versioned task pins, upgrades answer, the patch is recorded', async () => {
+  test('deploying new code as docs/deploying-new-code.md shows it: the versioned task pins, upgrades answer, the patch is recorded', async () => {
     const order = await api.client.schedule('fulfil-order', { orderId: 'A-7' });
     await waitUntil(async () => (await api.client.get(order.execution_id)).status === 'waiting', 'fulfil-order to wait for its approval');
     expect((await api.client.get(order.execution_id)).task_version).toBe('2');
@@ -163,24 +165,17 @@ describe('the example tasks', () => {
     await api.client.cancel(invoice.execution_id);
   });
 
-  test("the README's deploy examples are examples/fulfil-order.ts and examples/send-invoice.ts, verbatim", () => {
-    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('### Deploying new code'), readme.indexOf('### Dashboard and API reference'));
-    const blocks = [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
-    expect(blocks).toEqual(['fulfil-order.ts', 'send-invoice.ts'].map((f) => readFileSync(path.join(ROOT, 'examples', f), 'utf8')));
-  });
-
-  test("the README's flow-control tasks are examples/flow-control.ts, verbatim", () => {
-    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('### Flow control'), readme.indexOf('### Running your tasks'));
-    const block = /```ts\n([\s\S]*?)```/.exec(section)?.[1];
-    expect(block).toBe(readFileSync(path.join(ROOT, 'examples', 'flow-control.ts'), 'utf8'));
-  });
-
-  test("the README's typed-client example is examples/client.mts, verbatim", () => {
-    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('### With the typed client'), readme.indexOf('### From your own transaction'));
-    const block = /```ts\n([\s\S]*?)```/.exec(section)?.[1];
-    expect(block).toBe(readFileSync(CLIENT_EXAMPLE, 'utf8'));
+  test('every snippet the README and the guides mark is its example file, verbatim', () => {
+    const snippets = listMarkdownFiles().flatMap(listSnippets);
+    for (const { file, source, block } of snippets) expect([file, source, block]).toEqual([file, source, readFileSync(path.join(ROOT, source), 'utf8')]);
+    // The examples the tests above run are the ones readers see, each where a reader looks for it.
+    expect(snippets.map((s) => `${s.file} ${s.source}`)).toEqual(
+      expect.arrayContaining([
+        'README.md examples/client.mts',
+        'docs/flow-control.md examples/flow-control.ts',
+        'docs/deploying-new-code.md examples/fulfil-order.ts',
+        'docs/deploying-new-code.md examples/send-invoice.ts',
+      ]),
+    );
   });
 });

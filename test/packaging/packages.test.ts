@@ -257,10 +257,13 @@ describe('the npm packages', () => {
       'openapi.yaml', // the server validates against it
       'examples/index.ts', // `stepwise dev` without --tasks
       'src/ui/main.tsx', // the dashboard, bundled when first served
+      'docs/api.md', // the guides, served at /docs/guides/
+      'docs/writing-tasks.md',
     ]) {
       expect(files).toContain(file);
     }
-    expect(files.filter((f) => /^(test|scripts|packages|docs)\/|\.map$|^src\/(store|engine|api)\/|^tsconfig/.test(f))).toEqual([]);
+    expect(files.filter((f) => /^(test|scripts|packages)\/|\.map$|^src\/(store|engine|api)\/|^tsconfig/.test(f))).toEqual([]);
+    expect(files.filter((f) => f.startsWith('docs/') && !/^docs\/[a-z0-9-]+\.md$/.test(f))).toEqual([]); // no screenshots
   });
 
   test('plain Node.js imports both packages from an ES module and from CommonJS, every export named', async () => {
@@ -324,6 +327,11 @@ console.log(JSON.stringify({
     ]);
     expect(esm.stdout).toBe('completed {"greeting":"Hello, Ada!"}\n');
     expect(cjs.stdout).toBe('completed {"greeting":"Hello, Bo!"}\n');
+
+    // The guides come from the installed package's docs/.
+    const guides = await fetch(`${url}/docs/guides/`);
+    expect(await guides.text()).toContain('<a href="writing-tasks.md">Writing tasks</a>');
+    expect((await fetch(`${url}/docs/guides/api.md`)).status).toBe(200);
 
     // The dashboard is bundled from the package's src/ui when first served.
     const page = await fetch(`${url}/ui/`);
