@@ -15,6 +15,7 @@
 // ratios current/baseline of each repetition and their median (scripts/bench/alternate.ts). Judge a
 // change on the hot path by these ratios, never against figures from another day. Quick:
 // make bench ARGS="--baseline main --reps 3 --n 2000 --no-extras". Extras run on the current build only.
+// `--baseline HEAD` on a clean tree is an A/A run: its ratios show the noise of the machine.
 import { execFileSync, spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -351,7 +352,8 @@ async function main(): Promise<void> {
   process.stdout.write(`\n${table(lines, extras)}\n`);
   if (baseline) {
     const cur = `${result.current.head.slice(0, 7)}${result.current.dirty ? ' with uncommitted changes' : ''}`;
-    process.stdout.write(`\nA/B: current (${cur}) / baseline ${baseline.short} (${baseline.rev}), ${reps} alternating repetitions, seed ${opts.seed}:\n\n`);
+    const sizes = n ? `, S1-S3 with ${n} executions (--n)` : '';
+    process.stdout.write(`\nA/B: current (${cur}) / baseline ${baseline.short} (${baseline.rev}), ${reps} alternating repetitions${sizes}, seed ${opts.seed}:\n\n`);
     process.stdout.write(`${comparisonTable(comparisons, metrics(), `baseline ${baseline.short}`).join('\n')}\n`);
   }
   process.stdout.write(`\nresults: ${path.relative(process.cwd(), file)}\n`);

@@ -76,6 +76,8 @@ export async function runAlternating(o: { contestants: Contestant[]; scenarios: 
     if (!acc.has(key)) acc.set(key, { line: { peer: c.label, scenario: s }, runs: [], errors: [] });
     return acc.get(key)!;
   };
+  // Lines in the contestants' order (the tables' columns), whoever happens to run first.
+  for (const c of o.contestants) for (const s of o.scenarios.filter((x) => c.scenarios.includes(x))) entry(c, s);
   for (let rep = 1; rep <= o.reps; rep++) {
     for (const s of o.scenarios) {
       const here = shuffle(
