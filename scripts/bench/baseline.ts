@@ -10,6 +10,8 @@ import { ROOT } from './build';
 
 export const BASELINE_ROOT = path.join(ROOT, '.bench-baseline');
 const BUILT_STAMP = '.bench-built';
+/** The compiled modules scripts/bench/stepwise-adapter.mjs loads from a build. */
+const ADAPTER_NEEDS = ['index.js', 'cli.js', 'logger.js', 'store/db.js', 'store/migrate.js', 'store/tasks.js', 'engine/registry.js'];
 
 export interface BaselineBuild {
   rev: string;
@@ -70,8 +72,11 @@ export function buildBaseline(rev: string, say: (line: string) => void): Baselin
     execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
     tsc = path.join(root, 'node_modules', '.bin', 'tsc');
   }
+  if (!existsSync(path.join(root, 'tsconfig.build.json'))) throw new Error(`--baseline ${rev}: ${sha} has no tsconfig.build.json to compile src/ with`);
   say(`baseline ${build.short}: compiling with tsc ...`);
   execFileSync(tsc, ['-p', 'tsconfig.build.json', '--outDir', build.dist], { cwd: root, stdio: 'inherit' });
+  const missing = ADAPTER_NEEDS.filter((f) => !existsSync(path.join(build.dist, f)));
+  if (missing.length > 0) throw new Error(`--baseline ${rev}: its build lacks what scripts/bench/stepwise-adapter.mjs loads: ${missing.join(', ')}`);
   writeFileSync(path.join(root, BUILT_STAMP), `${new Date().toISOString()}\n`);
   return build;
 }
