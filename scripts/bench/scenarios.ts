@@ -164,16 +164,16 @@ export interface Adapter {
 export async function loadAdapter(spec: string, env: NodeJS.ProcessEnv = process.env): Promise<Adapter> {
   const url = new URL(pathToFileURL(path.join(__dirname, 'stepwise-adapter.mjs')).href);
   url.searchParams.set('dist', env.STEPWISE_DIST ?? '');
-  const saved = { STEPWISE_ROOT: process.env.STEPWISE_ROOT, STEPWISE_DIST: process.env.STEPWISE_DIST };
-  Object.assign(process.env, { STEPWISE_ROOT: env.STEPWISE_ROOT, STEPWISE_DIST: env.STEPWISE_DIST });
+  const keys = ['STEPWISE_ROOT', 'STEPWISE_DIST'] as const;
+  const saved = keys.map((k) => process.env[k]);
+  // process.env turns undefined into "undefined": an unset key is deleted instead.
+  const put = (values: (string | undefined)[]) => keys.forEach((k, i) => (values[i] === undefined ? delete process.env[k] : (process.env[k] = values[i])));
+  put(keys.map((k) => env[k]));
   try {
     const mod = (await import(url.href)) as { make(variant?: string): Adapter };
     return mod.make(spec.split(':')[1]);
   } finally {
-    for (const [k, v] of Object.entries(saved)) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
+    put(saved);
   }
 }
 
