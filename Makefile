@@ -58,7 +58,7 @@ build: $(NPM_STAMP) ## compile to dist/
 pack: $(NPM_STAMP) ## npm tarballs of stepwise and @stepwise/client in .packs/ (npm pack of a temporary copy: no dist/ here)
 	node scripts/pack.mjs --out .packs
 
-bench: $(NPM_STAMP) ## performance scenarios S1-S4 and more (ARGS=--peers: beside the peers); prints a table, writes bench-results/
+bench: $(NPM_STAMP) ## performance scenarios S1-S4 and more (ARGS=--peers: beside the peers; ARGS="--baseline REV": A/B against commit REV, alternating, with ratios); prints a table, writes bench-results/
 	$(BIN)/tsx scripts/bench.ts $(ARGS)
 
 scale: $(NPM_STAMP) ## 2 API servers and 1, 2, 4 worker processes on one database: throughput, claims, PostgreSQL CPU (ARGS=--n 20000)
@@ -78,4 +78,4 @@ soak: $(NPM_STAMP) ## steady mixed load; prints RSS, connections and event-loop 
 clean: ## remove build output and local dev data
 	@if [ -L .stepwise/pgdata ]; then d="$$(dirname "$$(readlink .stepwise/pgdata)")"; case "$$d" in \
 	  /var/lib/stepwise/*|*/stepwise-root/*) echo "rm -rf $$d"; rm -rf "$$d";; esac; fi
-	rm -rf dist .bench-dist .stepwise .packs packages/client/dist
+	rm -rf dist .bench-dist .bench-baseline .stepwise .packs packages/client/dist

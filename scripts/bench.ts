@@ -7,6 +7,15 @@
 // STEPWISE_PEERS_BENCH say where it is). Uses the PostgreSQL at PGHOST:PGPORT (default
 // 127.0.0.1:5432) when one answers, else an embedded one. Measures a compiled build in .bench-dist/,
 // never dist/ (scripts/bench/build.ts says why).
+//
+// A/B in one run: `make bench ARGS="--baseline REV"` (a commit, a branch, HEAD~3) builds REV aside in
+// .bench-baseline/<sha>/ (scripts/bench/baseline.ts; kept for the next run) and runs S1-S4 on both
+// builds alternately, a repetition at a time in an order shuffled from --seed, each on a fresh
+// database (with --peers, the peers take their turns in the same rounds); it prints both medians, the
+// ratios current/baseline of each repetition and their median (scripts/bench/alternate.ts). Judge a
+// change on the hot path by these ratios, never against figures from another day. Quick:
+// make bench ARGS="--baseline main --reps 3 --n 2000 --no-extras". Extras run on the current build only.
+// `--baseline HEAD` on a clean tree is an A/A run: its ratios show the noise of the machine.
 import { execFileSync, spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -17,7 +26,10 @@ import { startEmbeddedPostgres } from '../src/store/embedded';
 import { EXTRA_NAMES, extraSteps, OPT_IN_EXTRAS, runExtras, type ExtraResult } from './bench/extras';
 import { FLOW_VARIANT_NAMES, flowVariants } from './bench/flow';
 import { buildForBench, ROOT } from './bench/build';
-import { runScenarios, type ScenarioLine } from './bench/scenarios';
+import { buildBaseline, type BaselineBuild } from './bench/baseline';
+import { compare, comparisonTable, runAlternating, type Contestant, type Metric, type Pair } from './bench/alternate';
+import { markdown } from './bench/markdown';
+import { defaultSize, loadAdapter, runRepetition, runScenarios, scenarioSize, type Adapter, type ScenarioLine } from './bench/scenarios';
 import { reachable } from './bench/reachable';
 
 interface Options {
@@ -32,6 +44,8 @@ interface Options {
   flowVariants?: string;
   peersBench?: string;
   harnessResults?: string;
+  baseline?: string;
+  seed: string;
 }
 
 /** Where --peers looks for the peers' harness, in order, and why. */
@@ -74,24 +88,72 @@ function prepareHarness(source: string): string {
 
 type HarnessLine = ScenarioLine;
 
+/** One scenario of one peer through the harness, `reps` repetitions: its result lines. */
+async function runHarnessScenario(dir: string, peer: string, s: string, reps: number, env: NodeJS.ProcessEnv, n: string | undefined): Promise<HarnessLine[]> {
+  const args = [path.join(dir, 'run.mjs'), peer, s, '--reps', String(reps), ...(n ? ['--n', n] : [])];
+  const out = await new Promise<string>((resolve, reject) => {
+    const child = spawn(process.execPath, args, { cwd: dir, env, stdio: ['ignore', 'pipe', 'inherit'] });
+    let text = '';
+    child.stdout.on('data', (d: Buffer) => (text += d.toString()));
+    child.once('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`harness ${peer} ${s} exited ${code}: ${text}`))));
+  });
+  const lines: HarnessLine[] = [];
+  for (const line of out.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    const parsed = JSON.parse(line) as HarnessLine;
+    if (parsed.scenario) lines.push(parsed); // the API server's own log lines share stdout
+  }
+  return lines;
+}
+
 async function runHarness(dir: string, peer: string, scenarios: string[], reps: number, env: NodeJS.ProcessEnv, n: string | undefined, bar: SingleBar): Promise<HarnessLine[]> {
   const lines: HarnessLine[] = [];
   for (const s of scenarios) {
-    const args = [path.join(dir, 'run.mjs'), peer, s, '--reps', String(reps), ...(n ? ['--n', n] : [])];
-    const out = await new Promise<string>((resolve, reject) => {
-      const child = spawn(process.execPath, args, { cwd: dir, env, stdio: ['ignore', 'pipe', 'inherit'] });
-      let text = '';
-      child.stdout.on('data', (d: Buffer) => (text += d.toString()));
-      child.once('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`harness ${peer} ${s} exited ${code}: ${text}`))));
-    });
-    for (const line of out.split('\n')) {
-      if (!line.startsWith('{')) continue;
-      const parsed = JSON.parse(line) as HarnessLine;
-      if (parsed.scenario) lines.push(parsed); // the API server's own log lines share stdout
-    }
+    lines.push(...(await runHarnessScenario(dir, peer, s, reps, env, n)));
     bar.increment(1, { step: `${peer} ${s}` });
   }
   return lines;
+}
+
+/** A contestant of the alternation that runs one repetition through the peers' harness. */
+function harnessContestant(dir: string, peer: string, label: string, scenarios: string[], env: NodeJS.ProcessEnv, n: string | undefined): Contestant {
+  return {
+    label,
+    scenarios,
+    async runOnce(s) {
+      const [line] = await runHarnessScenario(dir, peer, s, 1, env, n);
+      if (!line) throw new Error(`harness ${peer} ${s} printed no result`);
+      if (line.skipped) return { skipped: line.skipped };
+      if (line.error || !line.runs?.[0]) throw new Error(line.error ?? `harness ${peer} ${s} gave no run`);
+      return { run: line.runs[0], n: line.n, settings: line.settings };
+    },
+  };
+}
+
+/** A contestant of the alternation that runs one repetition with Stepwise's own driver on a build. */
+function ownContestant(spec: string, label: string, scenarios: string[], env: NodeJS.ProcessEnv, n: number | undefined): Contestant {
+  let adapter: Adapter | undefined;
+  return {
+    label,
+    scenarios,
+    async runOnce(s) {
+      adapter ??= await loadAdapter(spec, env);
+      const size = n ?? defaultSize(s);
+      return { run: await runRepetition({ env, spec }, adapter, s, size), n: scenarioSize(s, size), settings: adapter.settings };
+    },
+  };
+}
+
+/** The metrics of the tables, as the alternation's comparison takes them. */
+function metrics(): Metric[] {
+  return Object.entries(TARGETS).flatMap(([scenario, ms]) => ms.map((m) => ({ scenario, key: m.key, label: m.label, better: m.better })));
+}
+
+/** The commit the current build stands on, and whether the working tree differs from it. */
+function currentRevision(): { head: string; dirty: boolean } {
+  const head = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
+  const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: ROOT, encoding: 'utf8' }).trim() !== '';
+  return { head, dirty };
 }
 
 const TARGETS: Record<string, { key: string; label: string; target: string; better: 'higher' | 'lower' }[]> = {
@@ -130,13 +192,6 @@ function table(lines: HarnessLine[], extras: ExtraResult[]): string {
   return out.join('\n');
 }
 
-/** A Markdown table, columns padded, header row first. */
-function markdown(rows: string[][]): string[] {
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-  const fmt = (r: string[]) => `| ${r.map((c, i) => (c ?? '').padEnd(widths[i])).join(' | ')} |`;
-  return [fmt(rows[0]), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.slice(1).map(fmt)];
-}
-
 async function main(): Promise<void> {
   const program = new Command('bench')
     .option('--reps <n>', 'repetitions per scenario (medians are reported)', '3')
@@ -159,6 +214,11 @@ async function main(): Promise<void> {
     .option('--list-rows <n>', 'rows for the list-with-total scenario', '1000000')
     .option('--long-polls <n>', 'concurrent long-polls, and concurrent streams, held by one API process', '10000')
     .option('--harness-results <dir>', 'reuse the harness results (*.jsonl) of an earlier run instead of running S1-S4')
+    .option(
+      '--baseline <rev>',
+      'A/B: build REV (a commit, branch, HEAD~3) aside in .bench-baseline/<sha>/ and run S1-S4 on it and on the current build alternately, repetition by repetition (with --peers, the peers too); prints the ratios current/baseline',
+    )
+    .option('--seed <n>', 'with --baseline: the seed of the order in which the contestants take their turns in each repetition', '1')
     .parse(process.argv);
   const opts = program.opts<Options>();
   const knownExtras: readonly string[] = [...EXTRA_NAMES, ...OPT_IN_EXTRAS];
@@ -166,9 +226,11 @@ async function main(): Promise<void> {
   if (unknownExtras.length > 0) throw new Error(`--extras-only: no extra named ${unknownExtras.join(', ')} (there are ${knownExtras.join(', ')})`);
   const chosenFlowVariants = opts.flowVariants?.split(',').filter(Boolean);
   flowVariants(chosenFlowVariants); // fails now, not after S1-S4, on an unknown variant
+  if (opts.baseline && opts.harnessResults) throw new Error('--baseline runs S1-S4 itself: it does not combine with --harness-results');
   const harnessSource = opts.peers ? findHarness(opts.peersBench) : undefined;
   process.stdout.write('building .bench-dist/ ...\n');
   const dist = buildForBench();
+  const baseline: BaselineBuild | undefined = opts.baseline ? buildBaseline(opts.baseline, (l) => process.stdout.write(`${l}\n`)) : undefined;
 
   const env: NodeJS.ProcessEnv = { ...process.env, STEPWISE_ROOT: ROOT, STEPWISE_DIST: dist, PEERS_DIR: process.env.PEERS_DIR ?? path.join(os.tmpdir(), 'peers') };
   // The adapter, loaded in this process too by Stepwise's own driver, reads them from here.
@@ -203,7 +265,34 @@ async function main(): Promise<void> {
   const sqlScenarios = scenarios.filter((s) => s === 'S4');
   const extrasOnly = opts.extrasOnly?.split(',').filter(Boolean);
   const extraStepCount = opts.extras ? extraSteps({ only: extrasOnly, reps, flowVariants: chosenFlowVariants }) : 0;
-  const steps = (opts.peers ? peers.length * scenarios.length + variantScenarios.length : scenarios.length) + sqlScenarios.length + extraStepCount;
+  // --baseline: each contestant, a build of Stepwise or a peer, runs one repetition in each round.
+  const contestants: Contestant[] = [];
+  const pairs: Pair[] = [];
+  if (baseline) {
+    const baseEnv = { ...env, STEPWISE_ROOT: baseline.root, STEPWISE_DIST: baseline.dist };
+    const at = `@${baseline.short}`;
+    const nFlag = n ? Number(n) : undefined;
+    for (const spec of ['stepwise', 'stepwise:sql']) {
+      const mine = spec === 'stepwise' ? scenarios : sqlScenarios;
+      if (mine.length === 0) continue;
+      pairs.push({ name: spec, current: spec, baseline: `${spec}${at}` });
+      for (const [label, e] of [
+        [spec, env],
+        [`${spec}${at}`, baseEnv],
+      ] as const) {
+        contestants.push(harness ? harnessContestant(harness, spec, label, mine, e, n) : ownContestant(spec, label, mine, e, nFlag));
+      }
+    }
+    if (harness) {
+      for (const peer of peers.filter((p) => p !== 'stepwise')) contestants.push(harnessContestant(harness, peer, peer, scenarios, env, n));
+      if (variantScenarios.length > 0) contestants.push(harnessContestant(harness, 'graphile-worker:batched', 'graphile-worker:batched', variantScenarios, env, n));
+    }
+  }
+  const abSteps = reps * contestants.reduce((sum, c) => sum + c.scenarios.length, 0);
+  const steps = baseline
+    ? abSteps + extraStepCount
+    : (opts.peers ? peers.length * scenarios.length + variantScenarios.length : scenarios.length) + sqlScenarios.length + extraStepCount;
+  let order: Awaited<ReturnType<typeof runAlternating>>['order'] = [];
   bar.start(steps, 0, { step: 'starting' });
   let extras: ExtraResult[] = [];
   if (opts.harnessResults) {
@@ -213,7 +302,11 @@ async function main(): Promise<void> {
   }
   const progress = (step: string) => bar.increment(1, { step });
   try {
-    if (harness) {
+    if (baseline) {
+      const alternation = await runAlternating({ contestants, scenarios, reps, seed: Number(opts.seed), progress });
+      lines.push(...alternation.lines);
+      order = alternation.order;
+    } else if (harness) {
       for (const peer of peers) lines.push(...(await runHarness(harness, peer, scenarios, reps, env, n, bar)));
       if (sqlScenarios.length > 0) lines.push(...(await runHarness(harness, 'stepwise:sql', sqlScenarios, reps, env, n, bar)));
       if (variantScenarios.length > 0) lines.push(...(await runHarness(harness, 'graphile-worker:batched', variantScenarios, reps, env, n, bar)));
@@ -241,11 +334,14 @@ async function main(): Promise<void> {
     if (embeddedDir) rmSync(embeddedDir, { recursive: true, force: true });
     if (harness) rmSync(harness, { recursive: true, force: true });
   }
+  const comparisons = baseline ? compare(lines, pairs, metrics()) : [];
   const result = {
     at: new Date().toISOString(),
     host: { cpus: os.cpus().length, node: process.version, postgres: embedded ? 'embedded' : `${host}:${port}` },
-    driver: harness ? 'peers-bench harness' : 'scripts/bench/scenarios.ts',
+    driver: (harness ? 'peers-bench harness' : 'scripts/bench/scenarios.ts') + (baseline ? ', alternating (scripts/bench/alternate.ts)' : ''),
     reps,
+    current: currentRevision(),
+    ...(baseline ? { baseline: { rev: baseline.rev, sha: baseline.sha }, seed: Number(opts.seed), order, comparisons } : {}),
     harness: lines,
     extras,
   };
@@ -253,7 +349,14 @@ async function main(): Promise<void> {
   const file = path.join(ROOT, 'bench-results', `bench-${result.at.replace(/[:.]/g, '-')}.json`);
   writeFileSync(file, JSON.stringify(result, null, 2));
   for (const l of lines) if (l.error || !l.median) process.stdout.write(`note: ${JSON.stringify(l).slice(0, 400)}\n`);
-  process.stdout.write(`\n${table(lines, extras)}\n\nresults: ${path.relative(process.cwd(), file)}\n`);
+  process.stdout.write(`\n${table(lines, extras)}\n`);
+  if (baseline) {
+    const cur = `${result.current.head.slice(0, 7)}${result.current.dirty ? ' with uncommitted changes' : ''}`;
+    const sizes = n ? `, S1-S3 with ${n} executions (--n)` : '';
+    process.stdout.write(`\nA/B: current (${cur}) / baseline ${baseline.short} (${baseline.rev}), ${reps} alternating repetitions${sizes}, seed ${opts.seed}:\n\n`);
+    process.stdout.write(`${comparisonTable(comparisons, metrics(), `baseline ${baseline.short}`).join('\n')}\n`);
+  }
+  process.stdout.write(`\nresults: ${path.relative(process.cwd(), file)}\n`);
 }
 
 main().catch((err) => {

@@ -157,10 +157,24 @@ export interface Adapter {
   lastCompletion(c: pg.Client, createdAfter?: number): Promise<number | null>;
 }
 
-/** Needs STEPWISE_ROOT and STEPWISE_DIST in this process's environment too. */
-export async function loadAdapter(spec: string): Promise<Adapter> {
-  const mod = (await import(pathToFileURL(path.join(__dirname, 'stepwise-adapter.mjs')).href)) as { make(variant?: string): Adapter };
-  return mod.make(spec.split(':')[1]);
+/**
+ * The adapter on the build that STEPWISE_ROOT and STEPWISE_DIST name, in `env` when given (one module
+ * instance per build, as the adapter reads them when loaded), else in this process's environment.
+ */
+export async function loadAdapter(spec: string, env: NodeJS.ProcessEnv = process.env): Promise<Adapter> {
+  const url = new URL(pathToFileURL(path.join(__dirname, 'stepwise-adapter.mjs')).href);
+  url.searchParams.set('dist', env.STEPWISE_DIST ?? '');
+  const keys = ['STEPWISE_ROOT', 'STEPWISE_DIST'] as const;
+  const saved = keys.map((k) => process.env[k]);
+  // process.env turns undefined into "undefined": an unset key is deleted instead.
+  const put = (values: (string | undefined)[]) => keys.forEach((k, i) => (values[i] === undefined ? delete process.env[k] : (process.env[k] = values[i])));
+  put(keys.map((k) => env[k]));
+  try {
+    const mod = (await import(url.href)) as { make(variant?: string): Adapter };
+    return mod.make(spec.split(':')[1]);
+  } finally {
+    put(saved);
+  }
 }
 
 /**
@@ -194,7 +208,7 @@ async function existingSetup(o: Pick<ScenarioOptions, 'env' | 'spec'>, on: Exist
   return { url: on.url, drop: async () => undefined };
 }
 
-async function s1(o: ScenarioOptions, adapter: Adapter, n: number): Promise<Record<string, number>> {
+async function s1(o: Pick<ScenarioOptions, 'env' | 'spec'>, adapter: Adapter, n: number): Promise<Record<string, number>> {
   const { url, drop } = await freshSetup(o);
   try {
     const m = await runChild(o.spec, 'enqueue', url, { n, conc: 32, warmup: 100 }, o.env);
@@ -317,7 +331,7 @@ export async function s4(o: Pick<ScenarioOptions, 'env' | 'spec'>, on?: Existing
   }
 }
 
-function medians(runs: Record<string, unknown>[]): Record<string, number | null> {
+export function medians(runs: Record<string, unknown>[]): Record<string, number | null> {
   const keys = new Set(runs.flatMap((r) => Object.keys(r).filter((k) => typeof r[k] === 'number')));
   const out: Record<string, number | null> = {};
   for (const k of keys) {
@@ -330,6 +344,25 @@ function medians(runs: Record<string, unknown>[]): Record<string, number | null>
   return out;
 }
 
+/** One repetition of scenario `s` (S1-S4) with `n` executions, on a fresh database of its own. */
+export async function runRepetition(o: Pick<ScenarioOptions, 'env' | 'spec'>, adapter: Adapter, s: string, n: number): Promise<Record<string, number | string | null>> {
+  if (s === 'S1') return s1(o, adapter, n);
+  if (s === 'S2') return drain(o, adapter, n, 'noop');
+  if (s === 'S3') return drain(o, adapter, n, 'steps3');
+  if (s === 'S4') return s4(o);
+  throw new Error(`unknown scenario ${s} (known: S1, S2, S3, S4)`);
+}
+
+/** The size a scenario reports: its job count, or S4's schedule rhythm. */
+export function scenarioSize(s: string, n: number): number | string {
+  return s === 'S4' ? '20ms x 10s' : n;
+}
+
+/** The default job count of S1-S3 (S4 runs by time). */
+export function defaultSize(s: string): number {
+  return SIZES[s] ?? 0;
+}
+
 /** Runs the scenarios for one adapter spec; a scenario that fails gives a line with `error`. */
 export async function runScenarios(o: ScenarioOptions): Promise<ScenarioLine[]> {
   const adapter = await loadAdapter(o.spec);
@@ -338,14 +371,8 @@ export async function runScenarios(o: ScenarioOptions): Promise<ScenarioLine[]> 
     const n = o.n ?? SIZES[s];
     try {
       const runs: Record<string, number | string | null>[] = [];
-      for (let rep = 1; rep <= o.reps; rep++) {
-        if (s === 'S1') runs.push(await s1(o, adapter, n));
-        else if (s === 'S2') runs.push(await drain(o, adapter, n, 'noop'));
-        else if (s === 'S3') runs.push(await drain(o, adapter, n, 'steps3'));
-        else if (s === 'S4') runs.push(await s4(o));
-        else throw new Error(`unknown scenario ${s} (known: S1, S2, S3, S4)`);
-      }
-      lines.push({ peer: adapter.name, scenario: s, n: s === 'S4' ? '20ms x 10s' : n, reps: o.reps, median: medians(runs), runs, settings: adapter.settings });
+      for (let rep = 1; rep <= o.reps; rep++) runs.push(await runRepetition(o, adapter, s, n));
+      lines.push({ peer: adapter.name, scenario: s, n: scenarioSize(s, n), reps: o.reps, median: medians(runs), runs, settings: adapter.settings });
     } catch (err) {
       lines.push({ peer: adapter.name, scenario: s, error: (err as Error).message });
     }
