@@ -3,9 +3,11 @@
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { gzipSync } from 'node:zlib';
 import '../helpers/spec-matcher';
 import { startTestApi, type TestApi } from '../helpers/api-server';
 import { registerTask, uniqueTask } from '../helpers/simulated-worker';
@@ -189,6 +191,23 @@ describe('a body over the limit', () => {
     await expectHealthy();
   });
 
+  test('of 20 MiB once inflated (gzip) is 413 payload_too_large, and the connection is kept', async () => {
+    const gz = gzipSync(Buffer.from(scheduleText(task, 20 * MiB)));
+    const res = await new Promise<RawAnswer>((resolve, reject) => {
+      const req = http.request(executionsUrl(), { method: 'POST', headers: { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' } }, (r) => {
+        const parts: Buffer[] = [];
+        r.on('data', (d: Buffer) => parts.push(d));
+        r.on('end', () => resolve({ status: r.statusCode, headers: r.headers, body: JSON.parse(Buffer.concat(parts).toString('utf8')) }));
+      });
+      req.on('error', reject);
+      req.end(gz);
+    });
+    expect(res.status).toBe(413);
+    expect(res.body).toEqual(ENVELOPE);
+    expect(res.headers?.connection).not.toBe('close');
+    await expectHealthy();
+  });
+
   test('of 20 MiB (within the discard bound) is 413 payload_too_large to the typed client', async () => {
     const err = await api.client.schedule(task, { s: 'x'.repeat(20 * MiB) }).catch((e: unknown) => e);
     expect(err).toMatchObject({ status: 413, code: 'payload_too_large' });
@@ -203,6 +222,50 @@ describe('a body over the limit', () => {
     expect(res.status).toBe(413);
     expect(res.headers?.connection).toBe('close');
     expect(res.body).toEqual(ENVELOPE);
+    await expectHealthy();
+  });
+
+  test('sent past the discard bound by a client that goes on writing: it reads the 413, and is not reset while the connection lingers', async () => {
+    const { port } = new URL(api.api.url);
+    // Half-open: the client reads the server's FIN but keeps its own side open and writing.
+    const socket = net.connect({ port: Number(port), host: '127.0.0.1', allowHalfOpen: true });
+    const received: Buffer[] = [];
+    socket.on('data', (d: Buffer) => received.push(d));
+    let failure: string | undefined;
+    socket.on('error', (err: NodeJS.ErrnoException) => (failure ??= err.code));
+    const chunk = Buffer.alloc(MiB, 0x20);
+    const frame = Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]);
+    let ended = false;
+    const serverEnded = new Promise<void>((resolve) => socket.on('end', () => resolve()));
+    void serverEnded.then(() => (ended = true));
+    let sent = 0;
+    const write = () => {
+      // Until the answer and the server's FIN: far past the bound, never past 4 GiB.
+      while (!ended && !socket.destroyed && sent < 4096) {
+        sent++;
+        if (!socket.write(frame)) {
+          socket.once('drain', write);
+          return;
+        }
+      }
+    };
+    socket.on('connect', () => {
+      socket.write('POST /api/v1/executions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n');
+      write();
+    });
+    await serverEnded;
+    const text = Buffer.concat(received).toString('utf8');
+    expect(text).toMatch(/^HTTP\/1\.1 413 /);
+    expect(text).toMatch(/\r\nconnection: close\r\n/i);
+    expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toEqual(ENVELOPE);
+    // After the answer the server still reads what the client writes (8 MiB more) instead of resetting.
+    for (let i = 0; i < 8; i++) {
+      await new Promise<void>((resolve) => socket.write(frame, () => resolve()));
+    }
+    expect(failure).toBeUndefined();
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.end('0\r\n\r\n');
+    await closed;
     await expectHealthy();
   });
 
