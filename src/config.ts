@@ -21,6 +21,12 @@ export const ConfigSchema = Type.Object(
     http: Type.Object(
       {
         bodyLimitBytes: Type.Integer({ minimum: 1, default: 1048576 }),
+        bodyDiscardBytes: Type.Integer({
+          minimum: 0,
+          default: 33554432,
+          description:
+            'how much of a body over bodyLimitBytes the server reads and throws away before its 413, so that a client still writing the body can read the answer; past it the connection closes after the answer',
+        }),
         jsonMaxDepth: Type.Integer({ minimum: 1, maximum: 10000, default: 64 }),
         headersTimeoutMs: Type.Integer({ minimum: 1000, default: 20000 }),
         requestTimeoutMs: Type.Integer({ minimum: 1000, default: 30000 }),
@@ -138,6 +144,7 @@ const ENV_MAP: ReadonlyArray<readonly [string, string, 'string' | 'int' | 'list'
   ['LOG_LEVEL', 'logLevel', 'string'],
   ['STEPWISE_API_TOKENS', 'auth.tokens', 'list'],
   ['STEPWISE_BODY_LIMIT_BYTES', 'http.bodyLimitBytes', 'int'],
+  ['STEPWISE_BODY_DISCARD_BYTES', 'http.bodyDiscardBytes', 'int'],
   ['STEPWISE_JSON_MAX_DEPTH', 'http.jsonMaxDepth', 'int'],
   ['STEPWISE_ALLOWED_HOSTS', 'http.allowedHosts', 'list'],
   ['STEPWISE_STREAM_KEEPALIVE_MS', 'http.streamKeepAliveMs', 'int'],

@@ -4,6 +4,7 @@ import { InvalidDataError, InvalidJsonError, PayloadTooLargeError, UnsupportedMe
 import type { ApiState } from './state';
 import { findUnstorableText } from '../domain/storable-text';
 import { findNonFiniteNumber } from '../domain/json';
+import { discardRequestBody, lingerOnClose } from './oversize-body';
 
 const JSON_TYPES = ['application/json', '+json'];
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i;
@@ -68,9 +69,11 @@ function mapBodyError(err: unknown, limitBytes: number): unknown {
 /**
  * Reads a JSON request body into `ctx.state.body` (undefined when there is none). A non-empty body must
  * be JSON (415 otherwise); malformed JSON is 400, a body over `limitBytes` 413 and nesting deeper than
- * `maxDepth` 422. koa-bodyparser's own errors are off-contract, so each is mapped here.
+ * `maxDepth` 422. koa-bodyparser's own errors are off-contract, so each is mapped here. A body left
+ * half read is discarded up to `discardBytes` before the answer, so that a client still writing it
+ * can read the answer; past that, the connection closes after the answer.
  */
-export function readJsonBody(options: { limitBytes: number; maxDepth: number }): Middleware<ApiState> {
+export function readJsonBody(options: { limitBytes: number; maxDepth: number; discardBytes: number }): Middleware<ApiState> {
   const parse = bodyParser({
     enableTypes: ['json'],
     jsonLimit: `${options.limitBytes}b`,
@@ -93,8 +96,14 @@ export function readJsonBody(options: { limitBytes: number; maxDepth: number }):
       await parse(ctx, async () => undefined);
     } catch (err) {
       // A body left half read (too large, or its decoder failed mid-stream) would stall the next
-      // request on this keep-alive connection: answer, then close it.
-      if (!ctx.req.complete) ctx.set('Connection', 'close');
+      // request on this keep-alive connection; read to its end, the connection can be kept.
+      if (!ctx.req.complete || !ctx.req.readableEnded) {
+        const outcome = await discardRequestBody(ctx.req, options.discardBytes);
+        if (outcome !== 'read') {
+          ctx.set('Connection', 'close');
+          if (outcome === 'bounded') lingerOnClose(ctx.req.socket);
+        }
+      }
       throw mapBodyError(err, options.limitBytes);
     }
     const raw = ctx.request.rawBody ?? '';

@@ -174,6 +174,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
         metricsToken: requireBearerToken(metricsTokens(config)),
       },
       bodyLimitBytes: config.http.bodyLimitBytes,
+      bodyDiscardBytes: config.http.bodyDiscardBytes,
       jsonMaxDepth: config.http.jsonMaxDepth,
     },
   });

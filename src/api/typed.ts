@@ -97,6 +97,8 @@ export interface RouteOptions {
   /** By security scheme of openapi.yaml (`bearerAuth`, `metricsToken`): runs first on every operation that declares it. */
   authenticators: Readonly<Record<string, Middleware<ApiState>>>;
   bodyLimitBytes: number;
+  /** How much of a body over the limit is read and thrown away before the 413 (config http.bodyDiscardBytes). */
+  bodyDiscardBytes: number;
   jsonMaxDepth: number;
 }
 
@@ -114,7 +116,7 @@ export function addOperation<K extends OperationId>(router: Router<ApiState>, op
   if (op.securityScheme !== undefined && !authenticate) throw new Error(`no authenticator for ${op.securityScheme}, which ${operationId} declares`);
   const chain = [
     ...(authenticate ? [authenticate] : []),
-    ...(op.body ? [readJsonBody({ limitBytes: options.bodyLimitBytes, maxDepth: options.jsonMaxDepth })] : []),
+    ...(op.body ? [readJsonBody({ limitBytes: options.bodyLimitBytes, maxDepth: options.jsonMaxDepth, discardBytes: options.bodyDiscardBytes })] : []),
     validateRequest(op),
     // Not async, like the middleware before it: a request in flight holds no suspended frame here.
     (ctx: ApiContext) => {
