@@ -3,7 +3,7 @@ import pg from 'pg';
 import { CHANNEL_CHANGED, notifyIds } from '../channels';
 import { preparedRows, preparedRowsBeforeCommit, type Db } from '../db';
 import type { ExecutionRecord, ExecutionRow } from '../rows';
-import { COMPLETE_CTES, completeExecutions, completionParams, type Completion } from './complete';
+import { COMPLETE_JOINED_CTES, completeExecutions, completionParams, type Completion } from './complete';
 import { CLAIM, statusIn, writes } from './moves';
 
 /** The due rows a claim reads: new and resumed ones from the claim's index, expired leases from the running index. */
@@ -155,7 +155,7 @@ export function claimStatements(tasks: readonly ClaimTask[]): ClaimStatements {
       claimSql: `WITH ${claimCtes(list, pin, '$1', '$2', '$3', 'TRUE')}
      SELECT ${CLAIM_COLUMNS}, (SELECT count(*) FROM claim_notified) AS _c FROM claimed JOIN due USING (id)`,
       completeName: `stepwise_complete_and_claim_${suffix}`,
-      completeSql: `WITH ${COMPLETE_CTES},
+      completeSql: `WITH ${COMPLETE_JOINED_CTES},
      ${claimCtes(list, pin, '$5', '$6', '$7', 'id <> ALL($1::uuid[])')}
      SELECT c.*, CASE WHEN row_number() OVER () = 1 THEN d.completed_ids END AS completed_ids, (SELECT count(*) FROM notified) AS _n,
             (SELECT count(*) FROM claim_notified) AS _c
@@ -206,9 +206,11 @@ export const toClaimed = (sent: number) => (r: ClaimRow): ClaimedExecution => ({
  * one NOTIFY per claim, not per execution.
  */
 function claimCtes(tasks: string, pin: string, limit: string, leaseSecs: string, workerId: string, exclude: string): string {
-  const range = (status: string, version: string, order: string) => `SELECT * FROM (
+  // `exclude` (the executions a fused completion finishes) can only match running rows: the takeover
+  // range alone tests it, so pending rows are not each compared with a batch of hundreds of ids.
+  const range = (status: string, version: string, order: string, excluded = 'TRUE') => `SELECT * FROM (
            SELECT id, status, due_at, priority, attempt, worker_id, attempt_started_at FROM stepwise.executions
-            WHERE task = t.name AND ${version} AND ${status} AND due_at <= now() AND ${exclude}
+            WHERE task = t.name AND ${version} AND ${status} AND due_at <= now() AND ${excluded}
             ORDER BY ${order}
             LIMIT ${limit}
             FOR UPDATE SKIP LOCKED
@@ -222,7 +224,7 @@ function claimCtes(tasks: string, pin: string, limit: string, leaseSecs: string,
          UNION ALL
          ${range(FRESH, `${PIN_KEY} = t.version`, 'priority DESC, due_at')}
          UNION ALL
-         ${range(TAKEN_OVER, '(task_version IS NULL OR task_version = t.version)', 'due_at')}
+         ${range(TAKEN_OVER, '(task_version IS NULL OR task_version = t.version)', 'due_at', exclude)}
        ) d
        ORDER BY d.priority DESC, d.due_at
        LIMIT ${limit}
