@@ -5,7 +5,7 @@ import { toStoredValue } from '../domain/json';
 import { startChild, type ChildStepResult } from '../store/children';
 import type { ReplayRecord } from '../store/steps';
 import { completeTimedStep } from '../store/steps';
-import type { OperationContext } from './durable-context';
+import type { OperationContext } from './operation-context';
 import { ChildExecutionError, ChildTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError, usageError } from './errors';
 import type { InvokeOptions, TaskDefinition } from './task';
 

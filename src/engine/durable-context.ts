@@ -2,17 +2,11 @@ import type { TSchema } from '@sinclair/typebox';
 import { parseDuration, type Duration } from '../domain/duration';
 import { checkChangeId } from '../domain/version';
 import type { Jsonify } from '../domain/jsonify';
-import type { ResolvedRetryPolicy } from '../domain/retry';
 import type { Logger } from '../logger';
-import type { Db } from '../store/db';
-import type { Lease } from '../store/leases';
 import type { StepKind } from '../store/rows';
-import { completeTimedStep, type ReplayRecord, type StepResult } from '../store/steps';
+import { completeTimedStep, type ReplayRecord } from '../store/steps';
 import { suspendExecution, type Wait } from '../store/transitions/suspend';
 import type { ChildStepResult } from '../store/children';
-import type { AttemptTrace } from '../telemetry/tracing';
-import type { ChildTaskChecker } from './children';
-import type { LazyAbortController } from './abort';
 import { ChildSteps } from './child-steps';
 import { retryWhileUnavailable } from './db-retry';
 import { checkEventName } from '../domain/event-name';
@@ -20,49 +14,15 @@ import { EventTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableErr
 import { ReplayOrder } from './replay-order';
 import { StepRunner, type StepOptions } from './step-runner';
 import type { StepFn } from './step-attempt';
+import type { DurableContextOptions, OperationContext } from './operation-context';
 import { Suspension, type SuspendedUntil } from './suspension';
 import type { ChildOptions, EventName, EventPayload, InvokeOptions, TaskContext, TaskDefinition } from './task';
+
+export type { DurableContextOptions, OperationContext } from './operation-context';
 
 /** The latest instant a durable deadline may be: the contract's timestamps have four-digit years. */
 const LATEST = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
-export interface DurableContextOptions {
-  db: Db;
-  lease: Lease;
-  attempt: number;
-  /** ctx.scheduledFor: the execution's start_at, else when it was scheduled. */
-  scheduledFor: Date;
-  history: readonly ReplayRecord[];
-  /** The database clock at the claim, and the local clock when the claim answered. */
-  claimedAt: Date;
-  claimedLocally: number;
-  /** Stops the execution: cancelled, timed out, lease lost or worker stopping. ctx.signal is its signal. */
-  abort: LazyAbortController;
-  /** The execution's logger, made on first use (a child logger per execution is not free). */
-  log: () => Logger;
-  /** Until when fenced writes may be retried through a database outage (the lease's end). */
-  writeDeadline: () => number;
-  /**
-   * Settles once the claim has committed (never rejects): a fenced write sent before that would not
-   * see the lease and be discarded, so every write waits for it.
-   */
-  claimCommitted?: Promise<void>;
-  /** Records a completed step durably; resolves false when the lease was lost (group-committed). */
-  recordStep: (step: StepResult) => Promise<boolean>;
-  /** Checks a child execution's task and data before it is started. */
-  children: ChildTaskChecker;
-  /** The task's retry policy: each step's, unless the step has its own. */
-  retry: ResolvedRetryPolicy;
-  /** Largest JSON of a step's result, in bytes; most durable operations in one execution. */
-  limits: { valueBytes: number; operations: number };
-  /** The task's timeout as an instant (from the first claim), or null: a suspension is due by then. */
-  deadline: Date | null;
-  onStep?: (name: string, kind: StepKind, durationMs: number) => void;
-  /** The execution moved on within its status (a step recorded, a sleep ended, a long step named): API servers are told, apart from the write. */
-  progressed?: () => void;
-  /** The span of this claim's run, parent of its steps' spans; undefined when tracing is off. */
-  trace?: AttemptTrace;
-}
 
 /**
  * The ctx a handler gets. Every durable operation has a key, its name numbered when repeated in call
@@ -454,13 +414,6 @@ const NO_MARKERS: ReadonlySet<string> = new Set();
 const NO_POSITIONS: ReadonlyMap<number, ReplayRecord> = new Map();
 const NO_ORDER = new ReplayOrder([]);
 
-/** What a step or child helper needs of its context, bound to the current claim. */
-export interface OperationContext extends DurableContextOptions {
-  write<T>(fn: () => Promise<T>): Promise<T>;
-  suspension: Suspension;
-  databaseNow(): number;
-  throwIfAborted(): void;
-}
 
 /** Runs a check of a ctx call's arguments; what it throws fails the execution at once (see usageError). */
 function usage<T>(check: () => T): T {

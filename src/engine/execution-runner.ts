@@ -15,7 +15,8 @@ import { loadReplayHistory, loadReplayRecords, recordStepResults, stepKey, type 
 import { ChildTaskChecker } from './children';
 import { retryWhileUnavailable } from './db-retry';
 import type { LazyAbortController } from './abort';
-import { DurableContext, type DurableContextOptions } from './durable-context';
+import { DurableContext } from './durable-context';
+import type { DurableContextOptions } from './operation-context';
 import { ExecutionTimeoutError, isNonRetryable, LeaseLostError, NonRetryableError, StoreUnavailableError } from './errors';
 import type { TaskDefinition } from './task';
 import type { TaskRegistry } from './registry';

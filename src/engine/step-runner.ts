@@ -5,7 +5,7 @@ import { describeThrown } from '../domain/thrown';
 import { setCurrentStep } from '../store/leases';
 import type { ReplayRecord } from '../store/steps';
 import { recordStepFailure } from '../store/steps';
-import type { OperationContext } from './durable-context';
+import type { OperationContext } from './operation-context';
 import { isNonRetryable, LeaseLostError, usageError, NonDeterminismError, NonRetryableError, StepFailedError, StoreUnavailableError } from './errors';
 import { runStepAttempt, type StepFn } from './step-attempt';
 import type { SpanTrace } from '../telemetry/tracing';
