@@ -136,6 +136,8 @@ async function finished(id: string): Promise<Json> {
 }
 async function heldAt(id: string): Promise<void> {
   await waitUntil(() => gates.has(id), `execution ${id} to reach its held step`);
+  // A handler starts as its claim's COMMIT is sent: the claim is visible a moment later.
+  await waitUntil(async () => (await status(id)).status === 'running', `the claim of ${id} to commit`);
 }
 async function waitingForDecision(order: string): Promise<string> {
   const id = await schedule('spec-approval', { order });

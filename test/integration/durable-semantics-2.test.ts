@@ -90,6 +90,8 @@ describe('an event that finds no wait says why', () => {
   test('an event for a running execution whose wait is not recorded yet is 409 not_waiting_yet with Retry-After; later it is delivered', async () => {
     const id = await run(waitBesideStep.name);
     await waitUntil(() => gates.has(`slow:${id}`), 'the step to run');
+    // A handler starts as its claim's COMMIT is sent, so the claim may not be visible for a moment yet.
+    await waitUntil(async () => (await api.client.get(id)).status === 'running', 'the claim to commit');
     const early = await send(id, 'go');
     expect(early.status).toBe(409);
     expect(early.headers.get('retry-after')).toBe('1');
