@@ -2,6 +2,7 @@ import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { ConfigError, keepFinishedMs, loadConfig, parseRetention, type Config } from './config';
 import { addOperatorCommands, packageVersion } from './cli/operator';
+import { oneLineUsageErrors } from './cli/command-runner';
 import { TasksFileError } from './engine/registry';
 import { createLogger } from './logger';
 import { StartupError } from './errors';
@@ -72,9 +73,7 @@ export function devBanner(running: Running, describeDatabaseUrl: (url: string) =
 /** Builds the `stepwise` command. */
 export function buildProgram(): Command {
   const program = new Command('stepwise')
-    .description('Durable workflow executions over HTTP/JSON, on PostgreSQL')
-    .showHelpAfterError()
-    .configureOutput({ outputError: (s, write) => write(s) });
+    .description('Durable workflow executions over HTTP/JSON, on PostgreSQL');
 
   program
     .command('dev')
@@ -160,7 +159,7 @@ export function buildProgram(): Command {
   program.version(packageVersion(), '-V, --version', 'print the version');
   addOperatorCommands(program);
 
-  return program;
+  return oneLineUsageErrors(program);
 }
 
 /** Entry point of bin/stepwise.js. Operator errors print one line and exit 1; never a stack. */

@@ -64,17 +64,35 @@ export function withConnectionOptions(cmd: Command): Command {
 }
 
 /**
- * A group of operator commands (`webhooks`, …). Its usage errors print one line and exit 2 (the other
- * commands of `stepwise` keep commander's 1); help and --version still exit 0.
+ * A group of operator commands (`webhooks`, …), with the exit codes in its help.
  */
 export function commandGroup(program: Command, name: string, description: string): Command {
-  return program
-    .command(name)
-    .description(description)
-    .showHelpAfterError(false)
-    .configureOutput({ outputError: (text, write) => write(text.replace(/^error: /, 'stepwise: ')) })
-    .exitOverride((err) => {
-      process.exit(err.exitCode === 0 ? EXIT.ok : EXIT.usage);
-    })
-    .addHelpText('after', EXIT_CODES_HELP);
+  return program.command(name).description(description).addHelpText('after', EXIT_CODES_HELP);
+}
+
+/** `stepwise executions list` for the command `list` under `executions` under `stepwise`. */
+function commandPath(cmd: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = cmd; c; c = c.parent) names.unshift(c.name());
+  return names.join(' ');
+}
+
+/**
+ * Every usage error of every command, however deep: one line on stderr that names the command and
+ * points at its help, and exit code 2 (EXIT.usage); help and --version still exit 0. Applied once
+ * the program is built, so commands added anywhere get it.
+ */
+export function oneLineUsageErrors(program: Command): Command {
+  const visit = (cmd: Command): void => {
+    const hint = `see '${commandPath(cmd)} --help'`;
+    cmd
+      .showHelpAfterError(false)
+      .configureOutput({ outputError: (text, write) => write(`${text.trim().replace(/^error: /, 'stepwise: ')} (${hint})\n`) })
+      .exitOverride((err) => {
+        process.exit(err.exitCode === 0 ? EXIT.ok : EXIT.usage);
+      });
+    for (const sub of cmd.commands) visit(sub);
+  };
+  visit(program);
+  return program;
 }

@@ -485,9 +485,9 @@ describe('stepwise executions bulk-cancel and bulk-retry', () => {
       'stepwise: --all means no filter: give either --all or filters, not both',
       'stepwise: bulk-cancel asks before it acts, but stdin is not a terminal: add --yes to cancel without asking',
       'stepwise: bulk-retry asks before it acts, but stdin is not a terminal: add --yes to retry without asking',
-      "stepwise: option '--status <status>' argument 'completed' is invalid. Allowed choices are failed, cancelled.",
-      "stepwise: option '--limit <n>' argument '10001' is invalid. must be an integer, from 1 to 10000",
-      "stepwise: option '--created-after <instant>' argument '2024-10-30T00:00' is invalid. must be an ISO 8601 instant with a time zone, such as 2024-10-30T00:00:00Z",
+      "stepwise: option '--status <status>' argument 'completed' is invalid. Allowed choices are failed, cancelled. (see 'stepwise executions bulk-retry --help')",
+      "stepwise: option '--limit <n>' argument '10001' is invalid. must be an integer, from 1 to 10000 (see 'stepwise executions bulk-cancel --help')",
+      "stepwise: option '--created-after <instant>' argument '2024-10-30T00:00' is invalid. must be an ISO 8601 instant with a time zone, such as 2024-10-30T00:00:00Z (see 'stepwise executions bulk-cancel --help')",
     ]);
     expect(await counts()).toEqual(before);
     expect((await api.client.get(sleeper)).status).toBe('waiting');
@@ -667,14 +667,14 @@ describe('stepwise operator errors and connection', () => {
       expect(r.stderr).toMatch(/^stepwise: [^\n]+\n$/);
     }
     expect(runs.map((r) => r.stderr.trim())).toEqual([
-      "stepwise: option '--limit <n>' argument 'many' is invalid. must be an integer, 1 or more",
+      "stepwise: option '--limit <n>' argument 'many' is invalid. must be an integer, 1 or more (see 'stepwise executions list --help')",
       expect.stringContaining("stepwise: option '--status <status>' argument 'sleeping' is invalid. Allowed choices are pending, running"),
       expect.stringMatching(/^stepwise: DATA is not valid JSON: /),
       'stepwise: the data must be a JSON object, such as \'{"orderId":"A-1"}\'; got [1,2]',
       'stepwise: --data-file /nonexistent/data.json does not exist',
-      "stepwise: option '--timeout <seconds>' argument 'soon' is invalid. must be a number of seconds, 0 or more",
-      "stepwise: option '--created-before <instant>' argument 'yesterday' is invalid. must be an ISO 8601 instant with a time zone, such as 2024-10-30T00:00:00Z",
-      "stepwise: unknown command 'frobnicate'",
+      "stepwise: option '--timeout <seconds>' argument 'soon' is invalid. must be a number of seconds, 0 or more (see 'stepwise executions wait --help')",
+      "stepwise: option '--created-before <instant>' argument 'yesterday' is invalid. must be an ISO 8601 instant with a time zone, such as 2024-10-30T00:00:00Z (see 'stepwise executions list --help')",
+      "stepwise: unknown command 'frobnicate' (see 'stepwise executions --help')",
       'stepwise: --url must be an http:// or https:// URL, such as http://127.0.0.1:8080; got "localhost:8080"',
     ]);
     expect((await api.client.list()).total).toBe(before);

@@ -178,7 +178,7 @@ describe('stepwise webhooks: errors', () => {
     for (const r of [deliveries, tested]) expect(r).toMatchObject({ code: 1, stderr: `stepwise: 404 webhook_not_found: webhook "${MISSING}" was not found\n` });
     expect(event.code).toBe(2);
     expect(event.stderr).toBe(
-      "stepwise: option '--event <type>' argument 'execution.started' is invalid. must be one of execution.completed, execution.failed, execution.cancelled, execution.waiting\n",
+      "stepwise: option '--event <type>' argument 'execution.started' is invalid. must be one of execution.completed, execution.failed, execution.cancelled, execution.waiting (see 'stepwise webhooks add --help')\n",
     );
     expect(limit.code).toBe(2);
     expect(limit.stderr).toMatch(/^stepwise: option '--limit <n>' argument '0' is invalid/);

@@ -83,8 +83,21 @@ describe('stepwise command line', () => {
     expect(serve.code).toBe(1);
     expect(serve.stderr).toContain('DATABASE_URL is not set');
     const worker = await stepwise(['worker'], { DATABASE_URL: t.url });
-    expect(worker.code).toBe(1);
-    expect(worker.stderr).toContain("required option '-t, --tasks <file>' not specified");
+    expect(worker.code).toBe(2);
+    expect(worker.stderr).toBe("stepwise: required option '-t, --tasks <file>' not specified (see 'stepwise worker --help')\n");
+  });
+
+  test('every usage error is one line with a hint and exit 2, at any depth; help exits 0', async () => {
+    const runs = await Promise.all([stepwise(['frobnicate']), stepwise(['executions', 'frobnicate']), stepwise(['serve', '--port', 'x']), stepwise(['dev', '--nope'])]);
+    expect(runs.map((r) => [r.code, r.stdout, r.stderr])).toEqual([
+      [2, '', "stepwise: unknown command 'frobnicate' (see 'stepwise --help')\n"],
+      [2, '', "stepwise: unknown command 'frobnicate' (see 'stepwise executions --help')\n"],
+      [2, '', expect.stringMatching(/^stepwise: option '-p, --port <n>' argument 'x' is invalid[^\n]* \(see 'stepwise serve --help'\)\n$/)],
+      [2, '', "stepwise: unknown option '--nope' (see 'stepwise dev --help')\n"],
+    ]);
+    const help = await stepwise(['worker', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('Usage: stepwise worker');
   });
 
   test('a port already in use is a clear error', async () => {
