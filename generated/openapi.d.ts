@@ -679,8 +679,9 @@ export interface paths {
          * Prometheus metrics
          * @description Process, HTTP and engine metrics in the Prometheus text format. Public unless a metrics token
          *     is configured (`STEPWISE_METRICS_TOKEN` or `metrics.token`); then a scrape needs
-         *     `Authorization: Bearer` with that token or any API token, else 401 `unauthorized`. A
-         *     worker-only process serves the same on `STEPWISE_METRICS_PORT`, under the same rule.
+         *     `Authorization: Bearer` with that token or any client token, else 401 `unauthorized` (403
+         *     `forbidden` for a worker token). A worker-only process serves the same on
+         *     `STEPWISE_METRICS_PORT`, under the same rule (where a worker token gets 401).
          */
         get: operations["getMetrics"];
         put?: never;
@@ -1484,11 +1485,18 @@ export interface components {
                 code?: "unauthorized";
             };
         };
-        /** @description An envelope with code `forbidden`. */
+        /**
+         * @description An envelope with code `forbidden`. When a known token of another kind was refused, `reason` is
+         *     the kind the operation takes: `client_token_required`, `worker_token_required` (the worker
+         *     protocol) or `metrics_token_required` (`/metrics`: the metrics token or a client token).
+         *     A refusal of the cross-site guard has no `reason`.
+         */
         ForbiddenError: components["schemas"]["ErrorEnvelope"] & {
             error?: {
                 /** @constant */
                 code?: "forbidden";
+                /** @enum {string} */
+                reason?: "client_token_required" | "worker_token_required" | "metrics_token_required";
             };
         };
         /** @description An envelope with code `execution_not_found`. */
@@ -1646,9 +1654,12 @@ export interface components {
             };
         };
         /**
-         * @description Refused as something a web page could have made a browser send (`forbidden`): a request that
-         *     may change state from another site's `Origin`, or a `Host` that is not an allowed name. Only
-         *     while no API token is configured, or (for `Host`) when `STEPWISE_ALLOWED_HOSTS` is set.
+         * @description Refused (`forbidden`) for one of two causes. A known bearer token of a kind this operation does
+         *     not take: a worker token outside the worker protocol, a client token (or the metrics token) on
+         *     it; `reason` names the kind needed. Or as something a web page could have made a browser send:
+         *     a request that may change state from another site's `Origin`, or a `Host` that is not an
+         *     allowed name; only while no API token is configured, or (for `Host`) when
+         *     `STEPWISE_ALLOWED_HOSTS` is set.
          */
         Forbidden: {
             headers: {
@@ -1656,14 +1667,6 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                /**
-                 * @example {
-                 *       "error": {
-                 *         "code": "forbidden",
-                 *         "message": "cross-origin request refused: origin \"https://evil.example\" is not this server's"
-                 *       }
-                 *     }
-                 */
                 "application/json": components["schemas"]["ForbiddenError"];
             };
         };

@@ -17,7 +17,19 @@ export const ConfigSchema = Type.Object(
       ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
       { default: 'info' },
     ),
-    auth: Type.Object({ tokens: Type.Array(Type.String({ minLength: 1 }), { default: [] }) }, { default: {}, additionalProperties: false }),
+    auth: Type.Object(
+      {
+        tokens: Type.Array(Type.String({ minLength: 1 }), {
+          default: [],
+          description: 'client tokens: every operation except the worker protocol. With no token of either kind, auth is off',
+        }),
+        workerTokens: Type.Array(Type.String({ minLength: 1 }), {
+          default: [],
+          description: "worker tokens: the operations openapi.yaml tags 'Worker protocol', and nothing else",
+        }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
     http: Type.Object(
       {
         bodyLimitBytes: Type.Integer({ minimum: 1, default: 1048576 }),
@@ -143,6 +155,7 @@ const ENV_MAP: ReadonlyArray<readonly [string, string, 'string' | 'int' | 'list'
   ['STEPWISE_BASE_PATH', 'basePath', 'string'],
   ['LOG_LEVEL', 'logLevel', 'string'],
   ['STEPWISE_API_TOKENS', 'auth.tokens', 'list'],
+  ['STEPWISE_WORKER_TOKENS', 'auth.workerTokens', 'list'],
   ['STEPWISE_BODY_LIMIT_BYTES', 'http.bodyLimitBytes', 'int'],
   ['STEPWISE_BODY_DISCARD_BYTES', 'http.bodyDiscardBytes', 'int'],
   ['STEPWISE_JSON_MAX_DEPTH', 'http.jsonMaxDepth', 'int'],
@@ -207,6 +220,17 @@ export function keepFinishedMs(config: Readonly<Config>): number | undefined {
 }
 
 export class ConfigError extends Error {}
+
+/**
+ * One token, one role: a worker token that is also a client or the metrics token would open more
+ * than the worker protocol, so it is refused (without printing it: tokens never reach output).
+ */
+function checkTokenRoles(config: Config): void {
+  const others = new Set([...config.auth.tokens, ...(config.metrics.token === undefined ? [] : [config.metrics.token])]);
+  if (config.auth.workerTokens.some((t) => others.has(t))) {
+    throw new ConfigError('a worker token (auth.workerTokens, STEPWISE_WORKER_TOKENS) must differ from every client token (auth.tokens, STEPWISE_API_TOKENS) and from metrics.token');
+  }
+}
 
 function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
   const parts = path.split('.');
@@ -284,6 +308,7 @@ export function loadConfig(options: LoadConfigOptions = {}): Readonly<Config> {
     throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   }
   const config = raw as Config;
+  checkTokenRoles(config);
   parseRetention(config.retention.keepFinished, env.STEPWISE_RETENTION ? 'STEPWISE_RETENTION' : 'retention.keepFinished');
   config.basePath = config.basePath.replace(/\/+$/, '');
   return deepFreeze(config);

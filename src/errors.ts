@@ -240,9 +240,12 @@ export class WebhookNotFoundError extends AppError {
 }
 
 /** A request refused for where it came from (another site's page, a host name not allowed), not for what it asks. */
+/** Why a known token was refused: the kind of token the operation needs (see ForbiddenError in openapi.yaml). */
+export type ForbiddenReason = 'client_token_required' | 'worker_token_required' | 'metrics_token_required';
+
 export class ForbiddenError extends AppError {
-  constructor(message: string) {
-    super('forbidden', 403, message);
+  constructor(message: string, reason?: ForbiddenReason) {
+    super('forbidden', 403, message, undefined, undefined, reason === undefined ? undefined : { reason });
   }
 }
 

@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import type { Middleware } from 'koa';
 import type { Config } from '../config';
 import { ForbiddenError } from '../errors';
+import { isAuthOn } from './auth';
 import type { ApiState } from './state';
 
 /** Methods that change nothing (RFC 9110 §9.2.1): another site may make a browser send them, but never read the answer. */
@@ -65,18 +66,18 @@ export function isSameOrigin(origin: string, host: string): boolean {
  * - A request whose `Host` is not an allowed name is refused (DNS rebinding keeps the attacker's
  *   name in `Host`). A request without `Host` (HTTP/1.0) is not from a browser and passes.
  *
- * With API tokens configured neither is needed: browsers never attach a bearer token by themselves,
- * so a cross-origin request is decided by its token, and what stays public (the dashboard's shell,
- * the docs, /metrics without a metrics token) holds no secret. The Host check then runs only when the
- * operator listed hosts explicitly, so a deployment with tokens behind a proxy under a public name
- * keeps working without new settings.
+ * With API tokens (client or worker) configured neither is needed: browsers never attach a bearer
+ * token by themselves, so a cross-origin request is decided by its token, and what stays public (the
+ * dashboard's shell, the docs, /metrics without a metrics token) holds no secret. The Host check
+ * then runs only when the operator listed hosts explicitly, so a deployment with tokens behind a
+ * proxy under a public name keeps working without new settings.
  *
  * Liveness and readiness are exempt: orchestrators probe them by pod IP or by whatever name they
  * like, and they change nothing and tell nothing. The exemption compares exact paths, as the router
  * does, so a variant of them is checked like any other path.
  */
 export function refuseCrossSiteRequests(config: Readonly<Config>): Middleware<ApiState> {
-  const authOff = config.auth.tokens.length === 0;
+  const authOff = !isAuthOn(config);
   const checkHost = authOff || config.http.allowedHosts.length > 0;
   const allowed = WILDCARD_ADDRESSES.has(config.host) ? config.http.allowedHosts : [...config.http.allowedHosts, config.host];
   const probes = new Set([`${config.basePath}/healthz`, `${config.basePath}/readyz`]);

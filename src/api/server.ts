@@ -8,7 +8,7 @@ import { CHANNEL_CHANGED, CHANNEL_PROGRESS, CHANNEL_STREAMS, CHANNEL_TASKS } fro
 import type { Db } from '../store/db';
 import { NotificationListener } from '../store/listener';
 import { createApiApp } from './app';
-import { metricsTokens, requireBearerToken } from './auth';
+import { createAuthenticators, isAuthOn } from './auth';
 import { ExecutionChanges } from './execution-changes';
 import { ExecutionWaiters } from './execution-waiters';
 import { measureLongPolls, measureStreams } from './metrics';
@@ -169,10 +169,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     tracing: deps.tracing ?? null,
     routes: {
       spec,
-      authenticators: {
-        bearerAuth: requireBearerToken(config.auth.tokens),
-        metricsToken: requireBearerToken(metricsTokens(config)),
-      },
+      authenticators: createAuthenticators(config),
       bodyLimitBytes: config.http.bodyLimitBytes,
       bodyDiscardBytes: config.http.bodyDiscardBytes,
       jsonMaxDepth: config.http.jsonMaxDepth,
@@ -194,9 +191,12 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   const port = (server.address() as AddressInfo).port;
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
   const url = `http://${host}:${port}${config.basePath}`;
-  const authOn = config.auth.tokens.length > 0;
-  log.info({ url, auth: authOn ? 'on' : 'off', metrics: config.metrics.token === undefined ? 'public' : 'token', tokens: undefined }, 'api server listening');
+  const authOn = isAuthOn(config);
+  const { tokens, workerTokens } = config.auth;
+  // Counts only: a token never reaches the log.
+  log.info({ url, auth: authOn ? 'on' : 'off', clientTokens: tokens.length, workerTokens: workerTokens.length, metrics: config.metrics.token === undefined ? 'public' : 'token' }, 'api server listening');
   if (!authOn) log.warn('authentication is off: no API tokens configured (set STEPWISE_API_TOKENS)');
+  else if (tokens.length === 0) log.warn('no client tokens configured: every operation outside the worker protocol answers 401 or 403 (set STEPWISE_API_TOKENS)');
   let closing: Promise<void> | undefined;
   return {
     server,

@@ -16,6 +16,12 @@ const OAS_KEYWORDS = [
   'externalDocs', 'example', 'xml', 'discriminator',
 ];
 
+/** The tag of the worker protocol's operations: only worker tokens may use them, and they nothing else. */
+export const WORKER_PROTOCOL_TAG = 'Worker protocol';
+
+/** The kind of bearer token an operation under `bearerAuth` takes. */
+export type TokenRole = 'client' | 'worker';
+
 /** What a response of one status must look like. */
 export interface SpecResponse {
   /** The media type the spec lists (application/json, text/plain, ...). */
@@ -37,6 +43,8 @@ export interface SpecOperation {
   securityScheme: string | undefined;
   /** True when it needs an API token (`bearerAuth`). */
   requiresAuth: boolean;
+  /** The token it takes under `bearerAuth`: `worker` when tagged `Worker protocol`, else `client`. */
+  role: TokenRole;
   pathParams: string[];
   queryParams: string[];
   /** Header parameters the operation declares, by their lower-case names (as Node gives headers). */
@@ -117,6 +125,11 @@ function compileParameters(ajv: Ajv2020, params: Array<{ value: Json; at: string
   return ajv.compile({ type: 'object', properties, required, additionalProperties: false });
 }
 
+/** The role an operation takes, read from its tags: never listed in code, so a new operation needs no edit here. */
+function roleOf(op: Json): TokenRole {
+  return Array.isArray(op.tags) && op.tags.includes(WORKER_PROTOCOL_TAG) ? 'worker' : 'client';
+}
+
 function compileOperation(doc: Json, ajvs: { plain: Ajv2020; coercing: Ajv2020 }, p: string, method: string, op: Json, pathItem: Json): SpecOperation {
   const at = ['paths', p, method];
   const params = [...((pathItem.parameters as Json[]) ?? []).map((v, i) => deref(doc, v, ['paths', p, 'parameters', String(i)])), ...((op.parameters as Json[]) ?? []).map((v, i) => deref(doc, v, [...at, 'parameters', String(i)]))];
@@ -138,6 +151,9 @@ function compileOperation(doc: Json, ajvs: { plain: Ajv2020; coercing: Ajv2020 }
   const schemes = [...new Set((security ?? []).flatMap((requirement) => Object.keys(requirement)))];
   // The server mounts one authenticator per operation; alternatives it cannot enforce must not pass unnoticed.
   if (schemes.length > 1) throw new Error(`openapi.yaml: ${String(op.operationId)} declares more than one security scheme`);
+  const role = roleOf(op);
+  // Only bearerAuth tells the two roles apart: a worker operation under another scheme would be open to clients.
+  if (role === 'worker' && schemes[0] !== 'bearerAuth') throw new Error(`openapi.yaml: ${String(op.operationId)} is tagged ${WORKER_PROTOCOL_TAG} but does not declare bearerAuth`);
   return {
     operationId: op.operationId as string,
     method: method.toUpperCase(),
@@ -145,6 +161,7 @@ function compileOperation(doc: Json, ajvs: { plain: Ajv2020; coercing: Ajv2020 }
     routerPath: p.replace(/\{([^}]+)\}/g, ':$1'),
     securityScheme: schemes[0],
     requiresAuth: schemes[0] === 'bearerAuth',
+    role,
     pathParams: pathParams.map((x) => x.value.name as string),
     queryParams: queryParams.map((x) => x.value.name as string),
     headerParams: headerParams.map((x) => (x.value.name as string).toLowerCase()),

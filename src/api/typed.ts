@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream';
 import type { Middleware } from 'koa';
 import type { operations } from '../../generated/openapi';
 import { isTransientConflict } from '../store/db-errors';
-import type { CompiledSpec } from './spec';
+import type { CompiledSpec, SpecOperation } from './spec';
 import { DETACHED, type Detached } from './detached-responses';
 import { readJsonBody } from './request-body';
 import { validateRequest } from './validation';
@@ -91,11 +91,14 @@ function answerWith(ctx: ApiContext, run: () => Promise<AnyResult>, attempt = 1)
   );
 }
 
+/** The auth middleware of one security scheme, for one operation (which may need a token of its own role). */
+export type Authenticator = (op: SpecOperation) => Middleware<ApiState>;
+
 /** What every route needs besides its handler. */
 export interface RouteOptions {
   spec: CompiledSpec;
   /** By security scheme of openapi.yaml (`bearerAuth`, `metricsToken`): runs first on every operation that declares it. */
-  authenticators: Readonly<Record<string, Middleware<ApiState>>>;
+  authenticators: Readonly<Record<string, Authenticator>>;
   bodyLimitBytes: number;
   /** How much of a body over the limit is read and thrown away before the 413 (config http.bodyDiscardBytes). */
   bodyDiscardBytes: number;
@@ -111,9 +114,10 @@ export interface RouteOptions {
 export function addOperation<K extends OperationId>(router: Router<ApiState>, options: RouteOptions, operationId: K, handler: Handler<K>): void {
   const op = options.spec.operations.get(operationId);
   if (!op) throw new Error(`openapi.yaml has no operation ${operationId}`);
-  const authenticate = op.securityScheme === undefined ? undefined : options.authenticators[op.securityScheme];
+  const authenticator = op.securityScheme === undefined ? undefined : options.authenticators[op.securityScheme];
   // A scheme without its middleware would leave the operation open: refuse to start instead.
-  if (op.securityScheme !== undefined && !authenticate) throw new Error(`no authenticator for ${op.securityScheme}, which ${operationId} declares`);
+  if (op.securityScheme !== undefined && !authenticator) throw new Error(`no authenticator for ${op.securityScheme}, which ${operationId} declares`);
+  const authenticate = authenticator?.(op);
   const chain = [
     ...(authenticate ? [authenticate] : []),
     ...(op.body ? [readJsonBody({ limitBytes: options.bodyLimitBytes, maxDepth: options.jsonMaxDepth, discardBytes: options.bodyDiscardBytes })] : []),

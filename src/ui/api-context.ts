@@ -10,7 +10,7 @@ export interface Api {
   autoRefresh: boolean;
   /** The zone every instant is shown (and typed) in. */
   timeZone: TimeZoneChoice;
-  /** Opens the token dialog (the server answered 401). */
+  /** Opens the token dialog (the server answered 401, or 403 to a token of another kind). */
   requestToken(): void;
   navigate(hash: string): void;
 }
@@ -23,12 +23,16 @@ export function useApi(): Api {
   return api;
 }
 
-/** True for a 401 answer: the server wants a (different) bearer token. */
+/**
+ * True when the server wants a (different) bearer token: a 401, or a 403 for a token of another kind
+ * (a worker token, say) where the dashboard's calls need a client token.
+ */
 export function isUnauthorized(err: unknown): boolean {
-  return err instanceof StepwiseApiError && err.status === 401;
+  if (!(err instanceof StepwiseApiError)) return false;
+  return err.status === 401 || (err.status === 403 && err.facts?.reason === 'client_token_required');
 }
 
-/** Opens the token dialog when any of `errors` is a 401; returns whether one was. */
+/** Opens the token dialog when any of `errors` wants another token; returns whether one did. */
 export function useAuthPrompt(...errors: unknown[]): boolean {
   const api = useApi();
   const unauthorized = errors.some(isUnauthorized);

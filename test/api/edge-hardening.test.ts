@@ -236,8 +236,10 @@ describe('with API tokens configured', () => {
       expect(res.status).toBe(200);
       expect(res.text).toContain('stepwise_http_request_duration_seconds');
     }
-    // The metrics token opens nothing else.
-    expect((await api.call('GET', '/api/v1/tasks', { headers: { Authorization: `Bearer ${METRICS_TOKEN}` } })).status).toBe(401);
+    // The metrics token opens nothing else: a known token of another kind, so 403 rather than 401.
+    const other = await api.call('GET', '/api/v1/tasks', { headers: { Authorization: `Bearer ${METRICS_TOKEN}` } });
+    expect(other.status).toBe(403);
+    expect(other.body).toMatchObject({ error: { code: 'forbidden', reason: 'client_token_required' } });
   });
 });
 

@@ -40,7 +40,10 @@ export interface TestApi {
 }
 
 export interface TestApiOptions {
+  /** Client tokens (`auth.tokens`); `client` uses the first. */
   tokens?: string[];
+  /** Worker tokens (`auth.workerTokens`): the worker protocol only. */
+  workerTokens?: string[];
   /** `metrics.token`: GET /metrics then needs it (or an API token). */
   metricsToken?: string;
   basePath?: string;
@@ -68,6 +71,7 @@ export async function startTestApi(options: TestApiOptions = {}): Promise<TestAp
       port: 0,
       basePath: options.basePath ?? '',
       'auth.tokens': options.tokens ?? [],
+      'auth.workerTokens': options.workerTokens ?? [],
       'metrics.token': options.metricsToken,
       ...Object.fromEntries(Object.entries(options.http ?? {}).map(([k, v]) => [`http.${k}`, v])),
       ...Object.fromEntries(Object.entries(options.webhooks ?? {}).map(([k, v]) => [`webhooks.${k}`, v])),

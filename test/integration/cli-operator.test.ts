@@ -714,6 +714,24 @@ describe('stepwise operator errors and connection', () => {
     }
   });
 
+  test('with worker tokens configured too, a client token still works; a worker token is refused with 403, exit 1', async () => {
+    const secured = await startTestApi({ tokens: ['op-secret'], workerTokens: ['worker-secret'] });
+    try {
+      const url = secured.api.url;
+      const [client, tasks, worker] = await Promise.all([
+        runStepwise(['executions', 'list', '--url', url], { env: { STEPWISE_TOKEN: 'op-secret' } }),
+        runStepwise(['tasks', 'list', '--json', '--url', url, '--token', 'op-secret']),
+        runStepwise(['executions', 'list', '--url', url, '--token', 'worker-secret']),
+      ]);
+      expect(client).toMatchObject({ code: 0, stdout: 'no executions\n', stderr: '' });
+      expect(tasks).toMatchObject({ code: 0, stderr: '' });
+      expect(JSON.parse(tasks.stdout)).toEqual({ items: [] });
+      expect(worker).toMatchObject({ code: 1, stdout: '', stderr: 'stepwise: 403 forbidden: this operation needs a client token (auth.tokens); a worker token may not use it\n' });
+    } finally {
+      await secured.close();
+    }
+  });
+
   test('--version prints the version in package.json, and --help lists the operator commands and exit codes', async () => {
     const [version, help] = await Promise.all([runStepwise(['--version']), runStepwise(['--help'])]);
     expect(version).toMatchObject({ code: 0, stdout: `${VERSION}\n`, stderr: '' });

@@ -22,6 +22,7 @@ const CHROMIUM = process.env.STEPWISE_CHROMIUM ?? '/usr/bin/chromium';
 const SCREENSHOTS = path.resolve(__dirname, '..', '..', 'artifacts', 'screenshots');
 const DOCS_IMAGES = path.resolve(__dirname, '..', '..', 'docs', 'images');
 const TOKEN = 'ui-test-token-5b1f';
+const WORKER_TOKEN = 'ui-test-worker-token-9c2e';
 const BASE_PATH = '/sw';
 /** The browser's zone: not UTC, and with a half-hour offset and no daylight saving, so local times are unmistakable. */
 const BROWSER_TIME_ZONE = 'Asia/Kolkata';
@@ -176,7 +177,7 @@ beforeAll(async () => {
   }
   mkdirSync(SCREENSHOTS, { recursive: true });
   // The webhook receiver listens on loopback: a private target, which the operator must allow.
-  t = await startTestApi({ tokens: [TOKEN], basePath: BASE_PATH, webhooks: { allowPrivateTargets: true } });
+  t = await startTestApi({ tokens: [TOKEN], workerTokens: [WORKER_TOKEN], basePath: BASE_PATH, webhooks: { allowPrivateTargets: true } });
   worker = await startWorker(t.t, [approval, cooldown, quick, doomed, newYear, gate, parentTask, flaky, tenantSync] as never);
   receiver = await new WebhookReceiver().start();
   deliverer = new WebhookDeliverer({ db: t.db, databaseUrl: t.t.url, log: quietLog, policy: { allowPrivate: true }, pollIntervalMs: 100, retryBaseMs: 100 });
@@ -233,9 +234,13 @@ afterEach(() => {
 });
 
 describe('dashboard in headless Chromium', () => {
-  it('asks for the bearer token after a 401 and keeps it only in sessionStorage', async () => {
+  it('asks for the bearer token after a 401, again after a worker token, and keeps it only in sessionStorage', async () => {
     await page.goto(`${t.api.url}/ui`);
     await page.getByTestId('token-dialog').waitFor();
+    // A worker token opens only the worker protocol: the 403 brings the dialog back.
+    await page.getByTestId('token-input').fill(WORKER_TOKEN);
+    await page.getByTestId('token-submit').click();
+    await page.getByTestId('token-dialog').filter({ hasText: 'The server rejected this token' }).waitFor();
     await page.getByTestId('token-input').fill(TOKEN);
     await page.getByTestId('token-submit').click();
     await page.getByTestId('executions-table').waitFor();

@@ -63,6 +63,36 @@ describe('configuration', () => {
     expect(() => loadConfig({ file: file({ metrics: { tokens: ['x'] } }), env: {} })).toThrow(/additional properties \(tokens\)/);
   });
 
+  test('worker tokens: none by default, a comma-separated STEPWISE_WORKER_TOKENS or auth.workerTokens, never empty', () => {
+    expect(loadConfig({ env: {} }).auth).toEqual({ tokens: [], workerTokens: [] });
+    expect(loadConfig({ env: { STEPWISE_WORKER_TOKENS: 'w1, w2,' } }).auth.workerTokens).toEqual(['w1', 'w2']);
+    expect(loadConfig({ file: file({ auth: { workerTokens: ['from-file'] } }), env: {} }).auth).toEqual({ tokens: [], workerTokens: ['from-file'] });
+    expect(loadConfig({ file: file({ auth: { workerTokens: ['from-file'] } }), env: { STEPWISE_WORKER_TOKENS: 'from-env' } }).auth.workerTokens).toEqual(['from-env']);
+    expect(() => loadConfig({ file: file({ auth: { workerTokens: [''] } }), env: {} })).toThrow(/\/auth\/workerTokens\/0 must NOT have fewer than 1 characters/);
+    expect(() => loadConfig({ file: file({ auth: { workerTokens: 'w1' } }), env: {} })).toThrow(/\/auth\/workerTokens must be array/);
+  });
+
+  test('a worker token that is also a client token or the metrics token is refused, without printing it', () => {
+    for (const env of [
+      { STEPWISE_API_TOKENS: 'c1,shared-secret', STEPWISE_WORKER_TOKENS: 'shared-secret' },
+      { STEPWISE_METRICS_TOKEN: 'shared-secret', STEPWISE_WORKER_TOKENS: 'w1,shared-secret' },
+    ]) {
+      let message = '';
+      expect(() => {
+        try {
+          loadConfig({ env });
+        } catch (err) {
+          message = (err as Error).message;
+          throw err;
+        }
+      }).toThrow(ConfigError);
+      expect(message).toMatch(/^a worker token \(auth\.workerTokens, STEPWISE_WORKER_TOKENS\) must differ from every client token/);
+      expect(message).not.toContain('shared-secret');
+    }
+    // The metrics token may still be a client token: both open /metrics.
+    expect(loadConfig({ env: { STEPWISE_API_TOKENS: 'c1', STEPWISE_METRICS_TOKEN: 'c1', STEPWISE_WORKER_TOKENS: 'w1' } }).auth.workerTokens).toEqual(['w1']);
+  });
+
   test('limits: 4 MiB per value and 10,000 operations by default, from the file or the environment, positive integers', () => {
     expect(loadConfig({ env: {} }).limits).toEqual({ valueBytes: 4194304, operations: 10000 });
     const fromEnv = loadConfig({ env: { STEPWISE_MAX_VALUE_BYTES: '1048576', STEPWISE_MAX_OPERATIONS: '500' } }).limits;
