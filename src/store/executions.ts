@@ -466,7 +466,9 @@ export async function findKeyedDelivery(db: Db, id: string, eventName: string, k
     'SELECT answer FROM stepwise.event_deliveries WHERE execution_id = ? AND event_name = ? AND idempotency_key = ?',
     [id, eventName, key],
   );
-  return rows[0]?.answer;
+  const kept = rows[0]?.answer;
+  // jsonb keeps keys in its own order: the answer is rebuilt in the first one's, byte for byte.
+  return kept && { status: kept.status, execution_id: kept.execution_id, event_name: kept.event_name, execution_status: kept.execution_status };
 }
 
 const REPEATED = Symbol('repeated');
