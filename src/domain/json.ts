@@ -227,3 +227,26 @@ function openContainer(object: object, at: string, depth: number, stack: Array<V
   for (let i = keys.length - 1; i >= 0; i -= 1) stack.push({ holder: object, key: keys[i], parentAt: at, depth: depth + 1, out: json });
   return json;
 }
+
+/**
+ * JSON text without its insignificant whitespace, every token kept as written: keys in their order,
+ * numbers and strings spelled as they are (a parse and stringify would reorder integer-like keys and
+ * re-spell numbers). For text PostgreSQL wrote, which puts spaces after `:` and `,`.
+ */
+export function compactJsonText(text: string): string {
+  let out = '';
+  let from = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // a backslash: the next character is escaped
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) {
+      out += text.slice(from, i);
+      from = i + 1;
+    }
+  }
+  return out + text.slice(from);
+}

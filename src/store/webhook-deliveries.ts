@@ -1,4 +1,5 @@
 import { queryRows, type Db } from './db';
+import { compactJsonText } from '../domain/json';
 
 /**
  * The deliverers' statements on `webhook_deliveries` (migration 014): claim due deliveries, record an
@@ -11,7 +12,7 @@ export interface ClaimedDelivery {
   webhookId: string;
   eventType: string;
   executionId: string | null;
-  /** The payload's JSON text, sent (and signed) as it is. */
+  /** The payload's JSON text, compacted, sent (and signed) as it is. */
   body: string;
   /** Attempts made before this one. */
   attempts: number;
@@ -69,7 +70,7 @@ export async function claimDueDeliveries(db: Db, limit: number, leaseMs: number,
     webhookId: r.webhook_id,
     eventType: r.event_type,
     executionId: r.execution_id,
-    body: r.body,
+    body: compactJsonText(r.body),
     attempts: r.attempts,
     createdAt: r.created_at,
     url: r.url,

@@ -162,8 +162,8 @@ export async function enqueueTestDelivery(db: Db, webhookId: string, deliveryId:
     `WITH queued AS (
        INSERT INTO stepwise.webhook_deliveries (id, webhook_id, event_type, payload)
        SELECT ?, w.id, '${WEBHOOK_TEST_EVENT}',
-              jsonb_build_object('type', '${WEBHOOK_TEST_EVENT}', 'timestamp', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-                                 'data', jsonb_build_object('webhook_id', w.id))
+              json_build_object('type', '${WEBHOOK_TEST_EVENT}', 'timestamp', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+                                'data', json_build_object('webhook_id', w.id))
          FROM stepwise.webhooks w WHERE w.id = ?
        RETURNING *
      )

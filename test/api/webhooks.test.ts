@@ -29,6 +29,8 @@ const napping = defineTask({
   },
 });
 const other = defineTask({ name: 'wh-other', run: async () => 'other' });
+// An output whose keys jsonb would reorder (it sorts by length) and a string with ", " and ": ".
+const ordered = defineTask({ name: 'wh-ordered', run: async () => ({ zeta: 1, a: { y: 'b, c: d', x: [1, 2.50] }, '10': null }) });
 
 let api: TestApi;
 let strict: TestApi;
@@ -41,7 +43,7 @@ beforeAll(async () => {
   api = await startTestApi({ webhooks: { allowPrivateTargets: true } });
   // A second server on the same database with the default policy: private targets refused.
   strict = await startTestApi({ db: { db: api.db, url: api.t.url } });
-  worker = await startWorker(api.t, [ok, broken, napping, other] as never);
+  worker = await startWorker(api.t, [ok, broken, napping, other, ordered] as never);
   deliverer = new WebhookDeliverer({ db: api.db, databaseUrl: api.t.url, log: quietLog, policy: { allowPrivate: true }, pollIntervalMs: 100, retryBaseMs: 100 });
   await deliverer.start();
 });
@@ -189,6 +191,19 @@ describe('deliveries', () => {
     expect(receiver.received.filter((r) => r.path === '/lifecycle' && !r.verified)).toEqual([]);
     const second = await api.client.listWebhookDeliveries(hook.webhook_id, { limit: 2, offset: 2 });
     expect(second.deliveries.map((d) => d.delivery_id)).toEqual(page.deliveries.slice(2).map((d) => d.delivery_id));
+  });
+
+  test('a body is compact JSON in the documented field order, with the output as the handler wrote it', async () => {
+    await subscribe('/ordered', ['execution.completed'], ['wh-ordered']);
+    const { execution_id: id } = await api.client.schedule('wh-ordered', {});
+    const got = await waitUntil(() => receiver.verifiedAt('/ordered').find((r) => r.payload?.data.execution_id === id), 'the completed webhook');
+    const e = await api.client.get(id);
+    const instant = (s: string | null) => (s === null ? 'null' : JSON.stringify(new Date(s).toISOString()));
+    expect(got.body).toBe(
+      `{"type":"execution.completed","timestamp":${instant(e.completed_at)},"data":{"execution_id":"${id}","task":"wh-ordered","status":"completed","attempt":1,` +
+        `"current_step":null,"idempotency_key":null,"tags":[],"parent_execution_id":null,"created_at":${instant(e.created_at)},"started_at":${instant(e.started_at)},` +
+        `"completed_at":${instant(e.completed_at)},"output":{"10":null,"zeta":1,"a":{"y":"b, c: d","x":[1,2.5]}},"output_omitted":false,"error":null}}`,
+    );
   });
 
   test('a webhook for some tasks and some events hears only those', async () => {
