@@ -1,10 +1,10 @@
 // The two npm packages as a user gets them. `npm pack` makes both (scripts/pack.mjs, `make pack`, from
 // a copy of the tree so that no dist/ lands here), and a new project in a temporary folder installs
 // only those tarballs (and their dependencies from the registry), following the README's "Use it in
-// your project": the same setup commands, and its tasks.ts, client.ts and client.js, taken from the
+// your project": the same setup commands, and its tasks.ts, client.ts and client.cjs, taken from the
 // README itself. Then `npx stepwise dev --tasks ./tasks.ts` serves the tasks (embedded PostgreSQL in
 // the project's .stepwise/, as for a newcomer), and the ES module client.ts (`npx tsx`) and the
-// CommonJS client.js (`node`) schedule a task through @stepwise/client and wait for its output. Plain
+// CommonJS client.cjs (`node`) schedule a task through @stepwise/client and wait for its output. Plain
 // Node.js imports both packages from ES modules and CommonJS, and tsc checks the project's files under
 // node16 and bundler resolution against the shipped types.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -90,10 +90,8 @@ beforeAll(async () => {
 
   writeFileSync(path.join(app, 'tasks.ts'), readmeFile('tasks.ts'));
   writeFileSync(path.join(app, 'client.ts'), readmeFile('client.ts'));
-  // The CommonJS script in a CommonJS package of its own, as in a project without "type": "module".
-  mkdirSync(path.join(app, 'cjs'));
-  writeFileSync(path.join(app, 'cjs', 'package.json'), JSON.stringify({ type: 'commonjs' }));
-  writeFileSync(path.join(app, 'cjs', 'client.js'), readmeFile('client.js'));
+  // The CommonJS script beside the ES modules, in the project the README's setup made "type": "module".
+  writeFileSync(path.join(app, 'client.cjs'), readmeFile('client.cjs'));
 
   // tsc takes a while: it starts now and runs beside the other tests; the last one reads its result.
   typecheck = startTypecheck();
@@ -170,7 +168,7 @@ export { schedule, StepwiseApiError, status, wrong };
     JSON.stringify({
       // skipLibCheck off: the shipped declarations must resolve everything they import.
       compilerOptions: { ...base, module: 'node16', moduleResolution: 'node16', allowJs: true, checkJs: true, skipLibCheck: false },
-      files: ['tasks.ts', 'client.ts', 'cjs/client.js', 'types-check.ts'],
+      files: ['tasks.ts', 'client.ts', 'client.cjs', 'types-check.ts'],
     }),
   );
   writeFileSync(
@@ -291,7 +289,7 @@ console.log(JSON.stringify({
     expect(result.esm).toEqual(expect.arrayContaining(['createStepwiseClient', 'StepwiseApiError', 'StepwiseWaitTimeoutError']));
   });
 
-  test("`npx stepwise dev --tasks ./tasks.ts` serves the project's task; the ESM client.ts and the CommonJS client.js schedule it and get its output", async () => {
+  test("`npx stepwise dev --tasks ./tasks.ts` serves the project's task; the ESM client.ts and the CommonJS client.cjs schedule it and get its output", async () => {
     expect(SECTION).toContain('npx stepwise dev --tasks ./tasks.ts');
     const child = spawn('npx', ['stepwise', 'dev', '--tasks', './tasks.ts', '--port', '0'], {
       cwd: app,
@@ -323,7 +321,7 @@ console.log(JSON.stringify({
     const env = userEnv({ STEPWISE_URL: url });
     const [esm, cjs] = await Promise.all([
       run('npx', ['tsx', 'client.ts'], { cwd: app, env, timeoutMs: 60_000 }),
-      run(process.execPath, ['client.js'], { cwd: path.join(app, 'cjs'), env, timeoutMs: 60_000 }),
+      run(process.execPath, ['client.cjs'], { cwd: app, env, timeoutMs: 60_000 }),
     ]);
     expect(esm.stdout).toBe('completed {"greeting":"Hello, Ada!"}\n');
     expect(cjs.stdout).toBe('completed {"greeting":"Hello, Bo!"}\n');

@@ -45,3 +45,23 @@ describe('links in the documentation', () => {
     expect(findBrokenLinks(file)).toEqual([]);
   });
 });
+
+/** Markdown file names a document mentions in its text (not only in links) that exist nowhere in the repository. */
+function findMissingMentions(file: string, text = readMarkdown(file)): string[] {
+  const missing = new Set<string>();
+  for (const [name] of text.matchAll(/\b[A-Za-z][\w-]*\.md\b/g)) {
+    const candidates = [path.posix.join(path.posix.dirname(file), name), name, path.posix.join('docs', name)];
+    if (!candidates.some((c) => existsSync(path.join(ROOT, c)))) missing.add(name);
+  }
+  return [...missing];
+}
+
+describe('documents the documentation names', () => {
+  test('the checker finds a mention of a file that is not there', () => {
+    expect(findMissingMentions('docs/spec.md', 'Decided in PRODUCT.md, see api.md and README.md.')).toEqual(['PRODUCT.md']);
+  });
+
+  test.each(listMarkdownFiles())('%s: every *.md it mentions exists', (file) => {
+    expect(findMissingMentions(file)).toEqual([]);
+  });
+});
