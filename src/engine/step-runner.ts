@@ -104,7 +104,7 @@ export class StepRunner {
         if (!(await this.ctx.write(() => recordStepFailure(this.ctx.db, lease, failure)))) throw new LeaseLostError(lease.id);
         hasRow = true;
         if (!retryable) throw new StepFailedError(key, error, { cause: err });
-        this.ctx.log().warn({ step: key, attempt, errorType: error.type, retryInMs: delay }, 'step attempt failed; retrying');
+        this.ctx.log().warn({ step: key, stepAttempt: attempt, errorType: error.type, retryInMs: delay }, 'step attempt failed; retrying');
         if (retryAt) return { retryAt };
         await this.pause(delay as number);
         continue;
