@@ -70,6 +70,13 @@ export const ConfigSchema = Type.Object(
           description:
             "what databaseUrl points at: 'none' (PostgreSQL, or a pooler in session mode) or 'transaction' (PgBouncer in transaction mode, RDS Proxy, Supavisor): then no statement is prepared by name, each is parsed anew, and nothing relies on a session. Migrations need no more than a transaction either",
         }),
+        embeddedPort: Type.Optional(
+          Type.Integer({
+            minimum: 1,
+            maximum: 65535,
+            description: "port of the embedded PostgreSQL of `stepwise dev` (no databaseUrl). Unset: 54329, or any free port when that one is taken; set: that port, or a start-up error when it is taken",
+          }),
+        ),
         listenUrl: Type.Optional(
           Type.String({
             minLength: 1,
@@ -165,6 +172,7 @@ const ENV_MAP: ReadonlyArray<readonly [string, string, 'string' | 'int' | 'list'
   ['STEPWISE_DB_POOL_MAX', 'db.poolMax', 'int'],
   ['STEPWISE_DB_POOLER', 'db.pooler', 'string'],
   ['STEPWISE_LISTEN_URL', 'db.listenUrl', 'string'],
+  ['STEPWISE_EMBEDDED_PORT', 'db.embeddedPort', 'int'],
   ['STEPWISE_CONCURRENCY', 'worker.concurrency', 'int'],
   ['STEPWISE_PREFETCH', 'worker.prefetch', 'int'],
   ['STEPWISE_PREFETCH_HOLD_MS', 'worker.prefetchHoldMs', 'int'],

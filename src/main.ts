@@ -5,7 +5,7 @@ import { keepFinishedMs, listenUrlOf, type Config } from './config';
 import { createLogger, type Logger } from './logger';
 import { createDb, type Db } from './store/db';
 import { acquireDevLock, DataFolderInUseError, type DevLock } from './store/dev-lock';
-import { EmbeddedPostgresError, startEmbeddedPostgres, type EmbeddedPostgresHandle } from './store/embedded';
+import { EmbeddedPostgresError, probePort, startEmbeddedPostgres, type EmbeddedPostgresHandle } from './store/embedded';
 import { isMigrated, migrateLatest } from './store/migrate';
 import { Worker } from './engine/worker';
 import { CountFolder } from './engine/count-folder';
@@ -78,6 +78,17 @@ export interface Running {
   stop(): Promise<void>;
 }
 
+const portInUse = (port: number) => new StartupError(`port ${port} is already in use: choose another with --port or PORT`);
+
+/** The API's port is free now (port 0 always is): else the StartupError the listen would end in. */
+async function checkApiPort(config: Readonly<Config>): Promise<void> {
+  if (config.port === 0) return;
+  await probePort(config.port, config.host).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'EADDRINUSE') throw portInUse(config.port);
+    // Anything else (a host this machine lacks …) is the listen's to report, with its own error.
+  });
+}
+
 /**
  * Starts what the options ask for, in dependency order: database, migrations, API, worker. stop()
  * reverses it: stop accepting requests, drain and release the worker, close pools, stop PostgreSQL.
@@ -85,7 +96,9 @@ export interface Running {
 export async function startStepwise(options: RunOptions): Promise<Running> {
   const { config } = options;
   const log = options.log ?? createLogger({ level: config.logLevel });
-  // The data folder's lock comes first: a second `dev` on the folder exits before it touches anything.
+  // A taken API port is found before anything starts (an embedded database, migrations), and so is
+  // a second `dev` on the data folder, by its lock.
+  if (options.api) await checkApiPort(config);
   let lock: DevLock | undefined;
   if (!config.databaseUrl && options.embeddedDir) {
     try {
@@ -109,7 +122,8 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
       log.info({ dataDir: options.embeddedDir }, 'starting embedded postgresql');
       embedded = await startEmbeddedPostgres({
         dataDir: path.join(options.embeddedDir, 'pgdata'),
-        port: 54329,
+        port: config.db.embeddedPort ?? 54329,
+        exactPort: config.db.embeddedPort !== undefined,
         // This process holds the folder's lock: a server still running on it was left by a `dev` that is gone.
         takeOver: true,
         // Ctrl-C reaches this process only, which stops PostgreSQL last (after the worker released its executions).
@@ -152,7 +166,7 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const { startApiServer } = require('./api/server') as typeof import('./api/server');
       const api = await startApiServer({ config, databaseUrl: listenUrl, listener, db, log, registry, tracing }).catch((err: NodeJS.ErrnoException) => {
-        if (err.code === 'EADDRINUSE') throw new StartupError(`port ${config.port} is already in use: choose another with --port or PORT`);
+        if (err.code === 'EADDRINUSE') throw portInUse(config.port);
         throw err;
       });
       stops.push(() => api.close());

@@ -61,6 +61,18 @@ export class EmbeddedPostgresError extends Error {}
 const USER = 'postgres';
 const PASSWORD = 'postgres';
 
+/** Listens on `port` of `host` and lets go at once: the port's number, or the listen error (EADDRINUSE …). */
+export function probePort(port: number, host = '127.0.0.1'): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(port, host, () => {
+      const address = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(address.port));
+    });
+  });
+}
+
 /** Finds a free TCP port on loopback. */
 export async function findFreePort(preferred = 0): Promise<number> {
   const tryPort = (port: number) =>
@@ -417,8 +429,10 @@ async function ensureDatabase(adminUrl: string, name: string): Promise<void> {
 
 export interface EmbeddedOptions {
   dataDir: string;
-  /** Preferred port; another free one when it is taken. */
+  /** Preferred port; another free one when it is taken (unless `exactPort`). */
   port?: number;
+  /** `port` or nothing: a taken one is an EmbeddedPostgresError. */
+  exactPort?: boolean;
   /** Created when missing (default `stepwise`). */
   database?: string;
   maxConnections?: number;
@@ -449,7 +463,11 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   const dataDir = placeDataDir(options.dataDir, user, notice);
   if (!existsSync(path.join(dataDir, 'PG_VERSION'))) await initialise(native, dataDir, user);
   await settlePostmaster(dataDir, options.takeOver ?? false, notice);
-  const port = await findFreePort(options.port ?? 0);
+  const port = options.exactPort
+    ? await probePort(options.port ?? 0).catch((err: NodeJS.ErrnoException) => {
+        throw new EmbeddedPostgresError(`port ${options.port} is ${err.code === 'EADDRINUSE' ? 'already in use' : `not available (${err.code ?? err.message})`}: choose another with STEPWISE_EMBEDDED_PORT`);
+      })
+    : await findFreePort(options.port ?? 0);
   const flags = ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', `max_connections=${options.maxConnections ?? 300}`];
   const child = await startServer(native, dataDir, port, flags, user, options.ownProcessGroup ?? false, log);
   const database = options.database ?? 'stepwise';

@@ -3,6 +3,7 @@
 // recovered). Each test runs in a temporary folder of its own, so `.stepwise/` is a fresh one.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -23,10 +24,10 @@ interface Dev {
 
 const started: Dev[] = [];
 
-function startDev(cwd: string): Dev {
-  const child = spawn(process.execPath, [BIN, 'dev', '--port', '0', '--tasks', TASKS], {
+function startDev(cwd: string, options: { port?: number; env?: NodeJS.ProcessEnv } = {}): Dev {
+  const child = spawn(process.execPath, [BIN, 'dev', '--port', String(options.port ?? 0), '--tasks', TASKS], {
     cwd,
-    env: { ...process.env, STEPWISE_FROM_SOURCE: '1', LOG_LEVEL: 'warn', DATABASE_URL: '' },
+    env: { ...process.env, STEPWISE_FROM_SOURCE: '1', LOG_LEVEL: 'warn', DATABASE_URL: '', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -166,4 +167,38 @@ describe('stepwise dev', () => {
     next.child.kill('SIGTERM');
     expect(await next.exited).toBe(0);
   });
+
+  test('a taken API port is reported before anything starts: no .stepwise/ is made', async () => {
+    await withTakenPort(async (port) => {
+      const dev = startDev(cwd, { port });
+      expect(await dev.exited).toBe(1);
+      expect(dev.output()).toBe(`stepwise: port ${port} is already in use: choose another with --port or PORT\n`);
+      expect(existsSync(path.join(cwd, '.stepwise'))).toBe(false);
+    });
+  });
+
+  test('STEPWISE_EMBEDDED_PORT chooses the database port; a taken one is a clear error', async () => {
+    await withTakenPort(async (port) => {
+      const dev = startDev(cwd, { env: { STEPWISE_EMBEDDED_PORT: String(port) } });
+      expect(await dev.exited).toBe(1);
+      expect(dev.output()).toContain(`stepwise: embedded PostgreSQL: port ${port} is already in use: choose another with STEPWISE_EMBEDDED_PORT`);
+    });
+    const free = await withTakenPort(async (port) => port); // free again once let go
+    const dev = startDev(cwd, { env: { STEPWISE_EMBEDDED_PORT: String(free) } });
+    const { databaseUrl } = await ready(dev);
+    expect(new URL(databaseUrl).port).toBe(String(free));
+    dev.child.kill('SIGTERM');
+    expect(await dev.exited).toBe(0);
+  });
 });
+
+/** Runs `body` while a server of this test holds a loopback port. */
+async function withTakenPort<T>(body: (port: number) => Promise<T>): Promise<T> {
+  const blocker = net.createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', () => resolve()));
+  try {
+    return await body((blocker.address() as net.AddressInfo).port);
+  } finally {
+    await new Promise((resolve) => blocker.close(resolve));
+  }
+}
