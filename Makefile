@@ -55,7 +55,7 @@ check: check-generated typecheck lint-spec test ## what a reviewer runs: generat
 build: $(NPM_STAMP) ## compile to dist/
 	$(BIN)/tsc -p tsconfig.build.json
 
-pack: $(NPM_STAMP) ## npm tarballs of stepwise and @stepwise/client in .packs/ (npm pack of a temporary copy: no dist/ here)
+pack: $(NPM_STAMP) ## npm tarballs of stepwise and stepwise-workflows-client in .packs/ (npm pack of a temporary copy: no dist/ here)
 	node scripts/pack.mjs --out .packs
 
 bench: $(NPM_STAMP) ## performance scenarios S1-S4 and more (ARGS=--peers: beside the peers; ARGS="--baseline REV": A/B against commit REV, alternating, with ratios); prints a table, writes bench-results/

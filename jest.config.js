@@ -7,8 +7,8 @@ module.exports = {
   testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/budget/'],
   transform: { '^.+\\.(t|j)sx?$': ['@swc/jest'] },
   moduleNameMapper: {
-    '^stepwise$': '<rootDir>/src/index.ts',
-    '^stepwise/client$': '<rootDir>/src/client/index.ts',
+    '^stepwise-workflows$': '<rootDir>/src/index.ts',
+    '^stepwise-workflows/client$': '<rootDir>/src/client/index.ts',
     '^json-schema-faker$': '<rootDir>/node_modules/json-schema-faker/dist/index.js',
   },
   transformIgnorePatterns: ['/node_modules/(?!(json-schema-faker|@seriousme/openapi-schema-validator)/)'],

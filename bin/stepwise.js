@@ -2,7 +2,7 @@
 'use strict';
 // The `stepwise` command. Runs the compiled CLI when dist/ exists (`make build`), else the TypeScript
 // source through tsx. A dist/ older than the source beside it is not run: it would silently run code
-// that is no longer there (the source runs, with a note). From source, `import ... from 'stepwise'` in
+// that is no longer there (the source runs, with a note). From source, `import ... from 'stepwise-workflows'` in
 // task modules must reach the same source files (the package's `stepwise-source` export condition),
 // for CommonJS and ES modules alike.
 const fs = require('node:fs');
@@ -44,7 +44,7 @@ if (process.env.STEPWISE_FROM_SOURCE !== '1' && distIsCurrent()) {
   );
   require('tsx/cjs');
   require('tsx/esm');
-  const own = { stepwise: path.join(root, 'src', 'index.ts'), 'stepwise/client': path.join(root, 'src', 'client', 'index.ts') };
+  const own = { 'stepwise-workflows': path.join(root, 'src', 'index.ts'), 'stepwise-workflows/client': path.join(root, 'src', 'client', 'index.ts') };
   const resolve = Module._resolveFilename;
   Module._resolveFilename = function (request, ...rest) {
     return resolve.call(this, own[request] ?? request, ...rest);

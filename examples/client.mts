@@ -1,4 +1,4 @@
-import { createStepwiseClient, StepwiseApiError } from 'stepwise/client';
+import { createStepwiseClient, StepwiseApiError } from 'stepwise-workflows/client';
 
 const stepwise = createStepwiseClient({ baseUrl: process.env.STEPWISE_URL ?? 'http://localhost:8080', token: process.env.STEPWISE_TOKEN });
 

@@ -1,4 +1,4 @@
-import { defineTask, NonRetryableError, Type } from 'stepwise';
+import { defineTask, NonRetryableError, Type } from 'stepwise-workflows';
 
 /**
  * Calls a payment API that fails now and then. Transient failures (HTTP 503) are retried with

@@ -1,4 +1,4 @@
-import { defineTask, Type } from 'stepwise';
+import { defineTask, Type } from 'stepwise-workflows';
 
 export const syncTenant = defineTask({
   name: 'sync-tenant',

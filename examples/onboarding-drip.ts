@@ -1,4 +1,4 @@
-import { defineTask, Type } from 'stepwise';
+import { defineTask, Type } from 'stepwise-workflows';
 
 /**
  * A new user gets a welcome email at once, a tips email after a pause and a check-in after another.

@@ -1,4 +1,4 @@
-import { defineTask, NonRetryableError, Type } from 'stepwise';
+import { defineTask, NonRetryableError, Type } from 'stepwise-workflows';
 
 /**
  * An order waits for a human decision. It reserves stock, then waits up to the given time (default

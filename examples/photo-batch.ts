@@ -1,4 +1,4 @@
-import { defineTask, Type } from 'stepwise';
+import { defineTask, Type } from 'stepwise-workflows';
 
 /** One photo: a child of photo-batch, though clients may schedule it on its own too. */
 export const resizePhoto = defineTask({

@@ -1,4 +1,4 @@
-import { defineTask, Type } from 'stepwise';
+import { defineTask, Type } from 'stepwise-workflows';
 
 /**
  * Runs by itself at 08:00 London time on weekdays: every worker serving it fires it, and each fire time

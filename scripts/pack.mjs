@@ -1,5 +1,5 @@
 // `make pack`: the two installable packages as npm tarballs, `stepwise` (server, SDK and command) and
-// `@stepwise/client` (packages/client), made by `npm pack` (whose prepack builds each).
+// `stepwise-workflows-client` (packages/client), made by `npm pack` (whose prepack builds each).
 //
 //   node scripts/pack.mjs [--out DIR]     (default .packs/)  prints the tarballs' paths, one a line
 //

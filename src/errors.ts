@@ -200,7 +200,7 @@ export class UnsupportedMediaTypeError extends AppError {
 
 /**
  * A task no worker has registered: the API's 422, and what schedule() throws when given a task's
- * name (exported from 'stepwise').
+ * name (exported from 'stepwise-workflows').
  */
 export class TaskNotRegisteredError extends AppError {
   constructor(readonly task: string) {

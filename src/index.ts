@@ -2,7 +2,7 @@
  * The Stepwise worker SDK: define tasks with typed data and events, and run them durably.
  *
  * ```ts
- * import { defineTask, Type } from 'stepwise';
+ * import { defineTask, Type } from 'stepwise-workflows';
  * export const hello = defineTask({ name: 'hello', data: Type.Object({ who: Type.String() }),
  *   async run(ctx, data) { return ctx.step('greet', () => `hello ${data.who}`); } });
  * ```

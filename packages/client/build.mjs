@@ -1,5 +1,5 @@
-// Builds @stepwise/client from the repository's own sources, src/client/*.ts and generated/openapi.d.ts
-// (the same code the `stepwise/client` export of the server package runs):
+// Builds stepwise-workflows-client from the repository's own sources, src/client/*.ts and generated/openapi.d.ts
+// (the same code the `stepwise-workflows/client` export of the server package runs):
 //
 //   dist/esm/index.js    ES module (the `import` condition: Node.js, Deno, Bun, browsers, bundlers)
 //   dist/cjs/index.js    CommonJS (the `require` condition)
@@ -29,7 +29,7 @@ const DIST = path.join(here, 'dist');
 const RUNTIME_DEPENDENCY = 'openapi-fetch';
 
 function fail(message) {
-  console.error(`@stepwise/client build: ${message}`);
+  console.error(`stepwise-workflows-client build: ${message}`);
   process.exit(1);
 }
 
@@ -107,4 +107,4 @@ function formatHost() {
   return { getCanonicalFileName: (f) => f, getCurrentDirectory: () => root, getNewLine: () => '\n' };
 }
 
-console.log(`@stepwise/client ${own.version}: ${path.relative(root, DIST)}/{esm,cjs} (${[...files.keys()].join(', ')})`);
+console.log(`stepwise-workflows-client ${own.version}: ${path.relative(root, DIST)}/{esm,cjs} (${[...files.keys()].join(', ')})`);

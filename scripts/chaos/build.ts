@@ -46,8 +46,8 @@ export function compileForRun(name: string, tasksFiles: string[]): CompiledRun {
   for (const file of tasksFiles) {
     const out = path.join(dir, path.relative(ROOT, file)).replace(/\.ts$/, '.js');
     const index = path.relative(path.dirname(out), path.join(dir, 'src', 'index.js'));
-    // A user's tasks import 'stepwise'; here that is the compiled copy next to them.
-    transpile(file, out, (code) => code.replace(/require\("stepwise"\)/g, `require(${JSON.stringify(index.startsWith('.') ? index : `./${index}`)})`));
+    // A user's tasks import 'stepwise-workflows'; here that is the compiled copy next to them.
+    transpile(file, out, (code) => code.replace(/require\("stepwise-workflows"\)/g, `require(${JSON.stringify(index.startsWith('.') ? index : `./${index}`)})`));
     tasks[file] = out;
   }
   const bin = path.join(dir, 'stepwise.js');

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import path from 'node:path';
-import { defineTask, EventTimeoutError, NonRetryableError, Type, type Static, type TaskContext } from 'stepwise';
+import { defineTask, EventTimeoutError, NonRetryableError, Type, type Static, type TaskContext } from 'stepwise-workflows';
 
 /** What the side-effect helpers need of a ctx (any task's, whatever events it declares). */
 type StepContext = Pick<TaskContext, 'executionId' | 'attempt' | 'step'>;

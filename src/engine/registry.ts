@@ -102,7 +102,7 @@ export class TasksFileError extends Error {
 
 /**
  * Loads a tasks module (.ts through tsx, .js, .cjs, .mjs) and returns its tasks. CommonJS and
- * TypeScript modules are loaded with `require`, so their `import ... from 'stepwise'` shares this
+ * TypeScript modules are loaded with `require`, so their `import ... from 'stepwise-workflows'` shares this
  * process's module instances. Throws a clear error when the file is missing, fails to load, or
  * defines no task.
  */

@@ -1,9 +1,9 @@
-// The typed client (`stepwise/client`): helpers, errors and the wait loop.
+// The typed client (`stepwise-workflows/client`): helpers, errors and the wait loop.
 import '../helpers/spec-matcher';
 import { startTestApi, type TestApi } from '../helpers/api-server';
 import { completeAs, createExecutionIn, registerTask, uniqueTask } from '../helpers/simulated-worker';
 import { waitUntil } from '../helpers/wait-until';
-import { createStepwiseClient, StepwiseApiError, StepwiseWaitTimeoutError } from 'stepwise/client';
+import { createStepwiseClient, StepwiseApiError, StepwiseWaitTimeoutError } from 'stepwise-workflows/client';
 import { newExecutionId } from '../../src/domain/ids';
 
 let api: TestApi;
@@ -14,7 +14,7 @@ afterAll(async () => {
   await api.close();
 });
 
-describe('stepwise/client', () => {
+describe('stepwise-workflows/client', () => {
   test('schedule, get, list, cancel, listSteps and listTasks return typed data', async () => {
     const task = uniqueTask();
     await registerTask(api.db, task);

@@ -122,7 +122,7 @@ describe('stepwise command line', () => {
   test.each([
     ['test/fixtures/tasks-esm.mjs', 'esm-task', { doubled: 42, from: 'mjs' }],
     ['test/fixtures/tasks-cjs.js', 'cjs-task', { tripled: 63, from: 'js' }],
-  ])('worker --tasks %s runs the module’s tasks, importing from "stepwise"', async (file, task, output) => {
+  ])('worker --tasks %s runs the module’s tasks, importing from "stepwise-workflows"', async (file, task, output) => {
     const child = spawn(process.execPath, [BIN, 'worker', '--tasks', file, '--concurrency', '2'], {
       cwd: ROOT,
       env: { ...process.env, STEPWISE_FROM_SOURCE: '1', LOG_LEVEL: 'warn', DATABASE_URL: t.url },

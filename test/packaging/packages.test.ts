@@ -4,7 +4,7 @@
 // your project": the same setup commands, and its tasks.ts, client.ts and client.cjs, taken from the
 // README itself. Then `npx stepwise dev --tasks ./tasks.ts` serves the tasks (embedded PostgreSQL in
 // the project's .stepwise/, as for a newcomer), and the ES module client.ts (`npx tsx`) and the
-// CommonJS client.cjs (`node`) schedule a task through @stepwise/client and wait for its output. Plain
+// CommonJS client.cjs (`node`) schedule a task through stepwise-workflows-client and wait for its output. Plain
 // Node.js imports both packages from ES modules and CommonJS, and tsc checks the project's files under
 // node16 and bundler resolution against the shipped types.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -75,7 +75,7 @@ beforeAll(async () => {
   // Embedded PostgreSQL runs as `postgres` when we are root: it must reach the project's node_modules and .stepwise/.
   chmodSync(work, 0o755);
   const packed = (await run(process.execPath, [path.join(ROOT, 'scripts', 'pack.mjs'), '--out', path.join(work, 'packs')], { cwd: ROOT })).stdout.trim().split('\n');
-  tarballs = { server: packed.find((p) => /\/stepwise-\d[^/]*\.tgz$/.test(p)) as string, client: packed.find((p) => /\/stepwise-client-[^/]*\.tgz$/.test(p)) as string };
+  tarballs = { server: packed.find((p) => /\/stepwise-workflows-\d[^/]*\.tgz$/.test(p)) as string, client: packed.find((p) => /\/stepwise-workflows-client-[^/]*\.tgz$/.test(p)) as string };
   expect(tarballs.server && tarballs.client).toBeTruthy();
 
   // The README's setup, word for word, but for `mkdir`/`cd` (the temporary folder) and the install
@@ -83,9 +83,9 @@ beforeAll(async () => {
   app = path.join(work, 'my-service');
   mkdirSync(app);
   expect(SETUP[0]).toBe('mkdir my-service && cd my-service');
-  expect(SETUP[SETUP.length - 1]).toBe('npm install stepwise @stepwise/client');
+  expect(SETUP[SETUP.length - 1]).toBe('npm install stepwise-workflows stepwise-workflows-client');
   for (const line of SETUP.slice(1, -1)) await run('bash', ['-c', line], { cwd: app });
-  expect(SECTION).toContain('npm install /path/to/clone/.packs/stepwise-0.1.0.tgz /path/to/clone/.packs/stepwise-client-0.1.0.tgz');
+  expect(SECTION).toContain('npm install /path/to/clone/.packs/stepwise-workflows-0.1.0.tgz /path/to/clone/.packs/stepwise-workflows-client-0.1.0.tgz');
   await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error', tarballs.server, tarballs.client], { cwd: app });
 
   writeFileSync(path.join(app, 'tasks.ts'), readmeFile('tasks.ts'));
@@ -135,9 +135,9 @@ function stopLeftoverPostgres() {
 function startTypecheck(): Promise<Run[]> {
   writeFileSync(
     path.join(app, 'types-check.ts'),
-    `import { createStepwiseClient, StepwiseApiError, type Execution, type ExecutionStatus } from '@stepwise/client';
-import { createStepwiseClient as fromServerPackage } from 'stepwise/client';
-import { defineTask, schedule, Type, type TaskDefinition } from 'stepwise';
+    `import { createStepwiseClient, StepwiseApiError, type Execution, type ExecutionStatus } from 'stepwise-workflows-client';
+import { createStepwiseClient as fromServerPackage } from 'stepwise-workflows/client';
+import { defineTask, schedule, Type, type TaskDefinition } from 'stepwise-workflows';
 
 const client = createStepwiseClient({ baseUrl: 'http://127.0.0.1:8080' });
 // @ts-expect-error: a task name is a string
@@ -191,14 +191,14 @@ async function tarballFiles(tarball: string): Promise<string[]> {
 }
 
 describe('the npm packages', () => {
-  test('@stepwise/client: ESM and CommonJS builds with types, openapi-fetch its only dependency, no server code or node: import', async () => {
-    const manifest = installedManifest('@stepwise/client');
+  test('stepwise-workflows-client: ESM and CommonJS builds with types, openapi-fetch its only dependency, no server code or node: import', async () => {
+    const manifest = installedManifest('stepwise-workflows-client');
     expect(manifest).toMatchObject({
-      name: '@stepwise/client',
-      version: installedManifest('stepwise').version,
+      name: 'stepwise-workflows-client',
+      version: installedManifest('stepwise-workflows').version,
       license: 'MIT',
       engines: { node: '>=20' },
-      dependencies: { 'openapi-fetch': installedManifest('stepwise').dependencies['openapi-fetch'] },
+      dependencies: { 'openapi-fetch': installedManifest('stepwise-workflows').dependencies['openapi-fetch'] },
       exports: {
         '.': {
           import: { types: './dist/esm/index.d.ts', default: './dist/esm/index.js' },
@@ -216,7 +216,7 @@ describe('the npm packages', () => {
         ...['esm', 'cjs'].flatMap((d) => ['errors.d.ts', 'event-stream.d.ts', 'index.d.ts', 'index.js', 'openapi.d.ts', 'package.json', 'watch.d.ts'].map((f) => `dist/${d}/${f}`)),
       ].sort(),
     );
-    const dir = path.join(app, 'node_modules', '@stepwise', 'client', 'dist');
+    const dir = path.join(app, 'node_modules', 'stepwise-workflows-client', 'dist');
     const esm = readFileSync(path.join(dir, 'esm', 'index.js'), 'utf8');
     const cjs = readFileSync(path.join(dir, 'cjs', 'index.js'), 'utf8');
     expect([...esm.matchAll(/^import .* from "([^"]+)"/gm)].map((m) => m[1])).toEqual(['openapi-fetch']);
@@ -228,10 +228,10 @@ describe('the npm packages', () => {
   });
 
   test('stepwise: publishable, with the command, the compiled code, its types and what the server reads at run time', async () => {
-    const manifest = installedManifest('stepwise');
+    const manifest = installedManifest('stepwise-workflows');
     expect(manifest.private).toBeUndefined();
     expect(manifest).toMatchObject({
-      name: 'stepwise',
+      name: 'stepwise-workflows',
       license: 'MIT',
       bin: { stepwise: 'bin/stepwise.js' },
       exports: {
@@ -268,18 +268,18 @@ describe('the npm packages', () => {
     writeFileSync(
       path.join(app, 'esm-check.mjs'),
       `import { createRequire } from 'node:module';
-import * as server from 'stepwise';
-import * as serverClient from 'stepwise/client';
-import * as client from '@stepwise/client';
-import { defineTask, Type } from 'stepwise';
+import * as server from 'stepwise-workflows';
+import * as serverClient from 'stepwise-workflows/client';
+import * as client from 'stepwise-workflows-client';
+import { defineTask, Type } from 'stepwise-workflows';
 const require = createRequire(import.meta.url);
 const missing = (name, esm) => Object.keys(require(name)).filter((k) => k !== '__esModule' && !(k in esm));
 console.log(JSON.stringify({
-  missing: [missing('stepwise', server), missing('stepwise/client', serverClient), missing('@stepwise/client', client)],
+  missing: [missing('stepwise-workflows', server), missing('stepwise-workflows/client', serverClient), missing('stepwise-workflows-client', client)],
   defineTask: typeof defineTask,
   object: typeof Type.Object,
   esm: Object.keys(client).sort(),
-  cjs: Object.keys(require('@stepwise/client')).sort(),
+  cjs: Object.keys(require('stepwise-workflows-client')).sort(),
 }));
 `,
     );
