@@ -44,6 +44,10 @@ export function validateRequest(op: SpecOperation): Middleware<ApiState> {
   return (ctx, next) => {
     const params = { ...(ctx as unknown as { params?: Record<string, string> }).params };
     if ('id' in params && !isExecutionId(params.id)) throw new ExecutionNotFoundError(params.id);
+    // Ids are compared as PostgreSQL writes them (lower case) everywhere past this point: in
+    // transitions' answers, the long-poll and stream subscriptions, and webhook lookups.
+    if ('id' in params) params.id = params.id.toLowerCase();
+    if ('webhook_id' in params) params.webhook_id = params.webhook_id.toLowerCase();
     check(op.validatePath, params, 'path', 'path');
     assertStorable(params, 'path');
     // ctx.query is a fresh null-prototype object; copy it so defaults and coercion stay ours.
@@ -53,6 +57,7 @@ export function validateRequest(op: SpecOperation): Middleware<ApiState> {
     // Ajv's coercion turns "1e400" and "Infinity" into Infinity after its number checks have run.
     const infinite = Object.keys(query).filter((name) => typeof query[name] === 'number' && !Number.isFinite(query[name]));
     if (infinite.length > 0) throw new InvalidDataError('query is invalid', infinite.map((name) => ({ path: `query/${name}`, message: 'must be a finite number' })));
+    if (typeof query.parent_execution_id === 'string') query.parent_execution_id = query.parent_execution_id.toLowerCase();
     for (const [name, max] of Object.entries(op.clamps)) {
       if (typeof query[name] === 'number' && (query[name] as number) > max) query[name] = max;
     }
