@@ -62,17 +62,30 @@ const PRIVATE_RANGES: Readonly<Record<string, string>> = {
   deprecatedSiteLocal: 'a site-local address',
 };
 
-/** The IPv4 address an IPv6 one stands for (mapped, or NAT64 with the well-known /96 prefix), else the address. */
+const v4 = (hi: number, lo: number) => new ipaddr.IPv4([hi >> 8, hi & 0xff, lo >> 8, lo & 0xff]);
+
+/**
+ * The IPv4 address an IPv6 one carries and reaches, else the address itself: IPv4-mapped
+ * (::ffff:a.b.c.d) and IPv4-compatible (::a.b.c.d), NAT64 with the well-known prefix (64:ff9b::/96)
+ * or the local-use one (64:ff9b:1::/48, RFC 8215, the address in bits 48-63 and 72-87), SIIT
+ * (RFC 6145), 6to4 (2002:a.b.c.d::/48) and Teredo (2001::/32, the client's address inverted in the
+ * last 32 bits). A webhook aimed at any of them is judged by the IPv4 address it would reach.
+ */
 function effectiveAddress(address: ipaddr.IPv4 | ipaddr.IPv6): ipaddr.IPv4 | ipaddr.IPv6 {
   if (address.kind() === 'ipv4') return address;
   const v6 = address as ipaddr.IPv6;
   if (v6.isIPv4MappedAddress()) return v6.toIPv4Address();
-  const range = v6.range();
-  const parts = v6.parts;
-  const wellKnownNat64 = parts[0] === 0x64 && parts[1] === 0xff9b && parts.slice(2, 6).every((p) => p === 0);
-  if ((range === 'rfc6052' && wellKnownNat64) || range === 'rfc6145') {
-    return new ipaddr.IPv4([parts[6] >> 8, parts[6] & 0xff, parts[7] >> 8, parts[7] & 0xff]);
+  const p = v6.parts;
+  const zeroes = (from: number, to: number) => p.slice(from, to).every((x) => x === 0);
+  // ::a.b.c.d; :: and ::1 themselves stay what they are (unspecified, loopback).
+  if (zeroes(0, 6) && p[6] !== 0) return v4(p[6], p[7]);
+  if (p[0] === 0x64 && p[1] === 0xff9b) {
+    if (zeroes(2, 6)) return v4(p[6], p[7]);
+    if (p[2] === 1) return v4(p[3], ((p[4] & 0xff) << 8) | (p[5] >> 8));
   }
+  if (v6.range() === 'rfc6145') return v4(p[6], p[7]);
+  if (p[0] === 0x2002) return v4(p[1], p[2]);
+  if (p[0] === 0x2001 && p[1] === 0) return v4(p[6] ^ 0xffff, p[7] ^ 0xffff);
   return v6;
 }
 
@@ -88,7 +101,9 @@ export function refusalOfAddress(address: string, allowPrivate: boolean): string
   } catch {
     return `${address} is not an IP address`;
   }
-  const shown = parsed.toString();
+  const carried = parsed.toString();
+  // An IPv6 address that carries an IPv4 one is named with it: "2002:a9fe:a9fe:: (169.254.169.254)".
+  const shown = parsed.kind() === 'ipv4' && net.isIPv6(address) ? `${address} (${carried})` : carried;
   if (METADATA_ADDRESSES.has(parsed.toNormalizedString())) return `${shown} is a cloud metadata address, which webhooks may never target`;
   const range = parsed.range();
   const forbidden = FORBIDDEN_RANGES[range];
@@ -135,7 +150,8 @@ export async function refusalOfUrl(raw: string, policy: TargetPolicy): Promise<s
   if (addresses.length === 0) return `its host ${host} does not resolve`;
   for (const { address } of addresses) {
     const refusal = refusalOfAddress(address, policy.allowPrivate);
-    if (refusal) return `its host ${host} resolves to ${refusal.replace(/^\S+ is /, `${address}, `)}`;
+    // What the server's own DNS answered stays inside: the answer says only what kind of address it is.
+    if (refusal) return `its host ${host} resolves to ${refusal.replace(/^.*? is /, '')}`;
   }
   return undefined;
 }
@@ -175,7 +191,7 @@ export function guardedLookup(policy: TargetPolicy): net.LookupFunction {
         if (found.length === 0) return callback(Object.assign(new Error(`${hostname} does not resolve`), { code: 'ENOTFOUND' }), '', 0);
         for (const { address } of found) {
           const refusal = refusalOfAddress(address, policy.allowPrivate);
-          if (refusal) return callback(new TargetRefusedError(`${hostname} resolves to ${refusal.replace(/^\S+ is /, `${address}, `)}`), '', 0);
+          if (refusal) return callback(new TargetRefusedError(`${hostname} resolves to ${refusal.replace(/^.*? is /, '')}`), '', 0);
         }
         const wanted = options.family === 4 || options.family === 6 ? found.filter((a) => a.family === options.family) : found;
         if (wanted.length === 0) return callback(Object.assign(new Error(`${hostname} has no IPv${options.family} address`), { code: 'ENOTFOUND' }), '', 0);

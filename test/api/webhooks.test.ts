@@ -115,6 +115,10 @@ describe('subscriptions', () => {
     ['a link-local IPv6 address', 'http://[fe80::1]:8080/', /link-local/],
     ['the metadata host name', 'http://metadata.google.internal/computeMetadata/v1/', /metadata endpoint/],
     ['AWS metadata over IPv6', 'http://[fd00:ec2::254]/', /cloud metadata/],
+    ['the metadata address inside IPv6 (IPv4-compatible)', 'http://[::169.254.169.254]/', /cloud metadata/],
+    ['the metadata address inside 6to4', 'http://[2002:a9fe:a9fe::]/', /cloud metadata/],
+    ['the metadata address inside local-use NAT64', 'http://[64:ff9b:1:a9fe:a9:fe00::]/', /cloud metadata/],
+    ['the metadata address as a Teredo client', 'http://[2001:0:4136:e378:8000:63bf:5601:5601]/', /cloud metadata/],
     ['another scheme', 'file:///etc/passwd', /http or https/],
     ['credentials in the URL', 'https://user:secret@hooks.example.com/', /credentials/],
   ])('%s is refused with 422 naming body/url, whatever the operator allows', async (_what, url, why) => {

@@ -19,6 +19,13 @@ describe('refusalOfAddress', () => {
     ['168.63.129.16', /cloud metadata/],
     ['::ffff:169.254.169.254', /cloud metadata/],
     ['64:ff9b::a9fe:a9fe', /cloud metadata/],
+    // IPv4 inside IPv6: IPv4-compatible, 6to4, local-use NAT64 (RFC 8215), Teredo (client inverted).
+    ['::a9fe:a9fe', /^::a9fe:a9fe \(169\.254\.169\.254\) is a cloud metadata/],
+    ['2002:a9fe:a9fe::', /cloud metadata/],
+    ['2002:a9fe:a9fe::1', /cloud metadata/],
+    ['64:ff9b:1:a9fe:a9:fe00::', /cloud metadata/],
+    ['2001:0:4136:e378:8000:63bf:5601:5601', /cloud metadata/],
+    ['2002:a9fe:0a01::', /link-local/],
     ['0.0.0.0', /unspecified/],
     ['::', /unspecified/],
     ['224.0.0.1', /multicast/],
@@ -30,7 +37,7 @@ describe('refusalOfAddress', () => {
     expect(refusalOfAddress(address, false)).toMatch(why);
   });
 
-  test.each(['10.0.0.1', '172.16.5.4', '192.168.1.1', '127.0.0.1', '::1', 'fd12:3456::1', '100.64.0.1', '::ffff:10.1.2.3', '64:ff9b::7f00:1'])(
+  test.each(['10.0.0.1', '172.16.5.4', '192.168.1.1', '127.0.0.1', '::1', 'fd12:3456::1', '100.64.0.1', '::ffff:10.1.2.3', '64:ff9b::7f00:1', '::10.0.0.1', '2002:0a00:0001::1', '2002:7f00:0001::', '64:ff9b:1:0a00:00:0100::', '2001::f5ff:fffe'])(
     '%s is refused unless the operator allows private targets',
     (address) => {
       expect(refusalOfAddress(address, false)).toMatch(/only when the operator allows private targets/);
@@ -38,7 +45,7 @@ describe('refusalOfAddress', () => {
     },
   );
 
-  test.each(['93.184.216.34', '1.1.1.1', '2606:4700::1111', '2002:a9fe:a9fe::1'])('%s, a public address, is allowed', (address) => {
+  test.each(['93.184.216.34', '1.1.1.1', '2606:4700::1111', '2002:0808:0808::1', '64:ff9b:1:0808:08:0800::', '2001:0:4136:e378:8000:63bf:f7f7:f7f7'])('%s, a public address, is allowed', (address) => {
     expect(refusalOfAddress(address, false)).toBeUndefined();
   });
 });
@@ -64,8 +71,8 @@ describe('refusalOfUrl', () => {
     ['http://2852039166/', /cloud metadata/],
     ['http://10.0.0.1/', /private/],
     ['http://127.0.0.1:8080/', /loopback/],
-    ['https://inside.example.com/', /resolves to 10\.0\.0\.7, a private address/],
-    ['https://rebind.example.com/', /resolves to 169\.254\.169\.254, a cloud metadata address/],
+    ['https://inside.example.com/', /^its host inside\.example\.com resolves to a private address/],
+    ['https://rebind.example.com/', /^its host rebind\.example\.com resolves to a cloud metadata address/],
     ['https://nowhere.example.com/', /does not resolve \(ENOTFOUND\)/],
   ])('refuses %s', async (url, why) => {
     expect(await refusalOfUrl(url, policy)).toMatch(why);
@@ -99,7 +106,9 @@ describe('the sender checks the address it connects to', () => {
     const sender = new WebhookSender({ policy: { allowPrivate: true, resolve: async () => [{ address: '169.254.169.254', family: 4 }] }, timeoutMs: 2000 });
     const result = await sender.send(`http://rebound.test:${port}/a`, '{}', {});
     sender.close();
-    expect(result).toMatchObject({ delivered: false, statusCode: null, error: expect.stringMatching(/^refused target: rebound\.test resolves to 169\.254\.169\.254, a cloud metadata address/) });
+    expect(result).toMatchObject({ delivered: false, statusCode: null, error: expect.stringMatching(/^refused target: rebound\.test resolves to a cloud metadata address/) });
+    // What the server's DNS answered is not told.
+    expect(result.error).not.toContain('169.254');
     expect(hits).not.toContain('/a');
   });
 
@@ -165,4 +174,10 @@ describe('webhook configuration', () => {
     expect(loadConfig({ env: {}, defaults: DEV_DEFAULTS }).webhooks.allowPrivateTargets).toBe(true);
     expect(loadConfig({ env: { STEPWISE_WEBHOOKS_ALLOW_PRIVATE: 'false' }, defaults: DEV_DEFAULTS }).webhooks.allowPrivateTargets).toBe(false);
   });
+});
+
+test("a refusal never names what the server's DNS answered", async () => {
+  for (const url of ['https://inside.example.com/', 'https://rebind.example.com/']) {
+    expect(await refusalOfUrl(url, { allowPrivate: false, resolve: async (host) => [{ address: host.startsWith('inside') ? '10.0.0.7' : '169.254.169.254', family: 4 }] })).not.toMatch(/10\.0\.0\.7|169\.254/);
+  }
 });
