@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import bodyParser from 'koa-bodyparser';
 import type { Middleware } from 'koa';
 import { InvalidDataError, InvalidJsonError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../errors';
@@ -92,6 +93,12 @@ export function readJsonBody(options: { limitBytes: number; maxDepth: number; di
     // JSON is UTF-8 (RFC 8259); co-body would decode any other declared charset as UTF-8 regardless.
     const charset = CHARSET.exec(ctx.get('Content-Type'))?.[1];
     if (charset && !/^utf-?8$/i.test(charset)) throw new UnsupportedMediaTypeError(ctx.get('Content-Type'));
+    // The bytes as sent, kept by reference (raw-body holds them too) to tell a U+FFFD the client wrote
+    // from one the decoder put for bytes that are not UTF-8. A compressed body's bytes are not its text.
+    const identity = (ctx.get('Content-Encoding') || 'identity').toLowerCase() === 'identity';
+    const sent: Buffer[] = [];
+    const keep = (chunk: Buffer) => sent.push(chunk);
+    if (identity) ctx.req.on('data', keep);
     try {
       await parse(ctx, async () => undefined);
     } catch (err) {
@@ -105,8 +112,11 @@ export function readJsonBody(options: { limitBytes: number; maxDepth: number; di
         }
       }
       throw mapBodyError(err, options.limitBytes);
+    } finally {
+      ctx.req.off('data', keep);
     }
     const raw = ctx.request.rawBody ?? '';
+    if (identity && raw.includes('\uFFFD') && !isUtf8(Buffer.concat(sent))) throw new InvalidJsonError('request body is not valid UTF-8');
     if (raw.trim() === '') ctx.state.body = undefined;
     else {
       if (measureJsonDepth(raw, options.maxDepth) > options.maxDepth) {

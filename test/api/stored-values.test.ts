@@ -60,6 +60,25 @@ describe('numbers that would be stored as null', () => {
   });
 });
 
+describe('UTF-8', () => {
+  test('a body with bytes that are not UTF-8 is 400 invalid_json and schedules nothing; a U+FFFD the client wrote is kept', async () => {
+    const task = uniqueTask('utf8');
+    await registerTask(api.db, task);
+    const count = async () => (await queryRows<{ n: number }>(api.db, 'SELECT count(*)::int AS n FROM stepwise.executions WHERE task = ?', [task]))[0].n;
+    const prefix = Buffer.from(`{"task":"${task}","data":{"name":"`);
+    const suffix = Buffer.from('"}}');
+    // A lone 0xFF, a cut 4-byte sequence (its replacement is as long as it), an overlong '/', a lone surrogate's bytes.
+    for (const bad of [[0xff], [0xf0, 0x9f, 0x98], [0xc0, 0xaf], [0xed, 0xa0, 0x80]]) {
+      const res = await api.call('POST', '/api/v1/executions', { headers: JSON_HEADERS, body: new Blob([Buffer.concat([prefix, Buffer.from(bad), suffix])]) });
+      expect({ bad, status: res.status, body: res.body }).toEqual({ bad, status: 400, body: { error: expect.objectContaining({ code: 'invalid_json', message: 'request body is not valid UTF-8' }) } });
+    }
+    expect(await count()).toBe(0);
+    const ok = await api.call('POST', '/api/v1/executions', { headers: JSON_HEADERS, body: new Blob([Buffer.concat([prefix, Buffer.from('\uFFFD', 'utf8'), suffix])]) });
+    expect(ok.status).toBe(201);
+    expect((await api.client.get((ok.body as { execution_id: string }).execution_id)).data).toEqual({ name: '\uFFFD' });
+  });
+});
+
 describe('content encodings', () => {
   test('a gzip, deflate or brotli body that does not decode is 400 invalid_json, never a 500', async () => {
     const task = uniqueTask('gzip');
