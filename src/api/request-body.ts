@@ -102,6 +102,7 @@ export function readJsonBody(options: { limitBytes: number; maxDepth: number; di
     try {
       await parse(ctx, async () => undefined);
     } catch (err) {
+      ctx.req.off('data', keep); // before any discard below, which must hold nothing
       // A body left half read (too large, or its decoder failed mid-stream) would stall the next
       // request on this keep-alive connection; read to its end, the connection can be kept.
       if (!ctx.req.complete || !ctx.req.readableEnded) {
