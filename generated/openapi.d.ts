@@ -1447,7 +1447,7 @@ export interface components {
          * @description What went wrong, as a stable snake_case string.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_data" | "unauthorized" | "execution_not_found" | "route_not_found" | "method_not_allowed" | "execution_already_exists" | "execution_not_cancellable" | "execution_not_retryable" | "task_not_found" | "not_waiting_for_event" | "payload_too_large" | "unsupported_media_type" | "task_not_registered" | "service_unavailable" | "internal_error" | "forbidden" | "webhook_not_found" | "execution_not_upgradable" | "task_version_not_served";
+        ErrorCode: "invalid_json" | "invalid_data" | "unauthorized" | "execution_not_found" | "route_not_found" | "method_not_allowed" | "execution_already_exists" | "execution_not_cancellable" | "execution_not_retryable" | "task_not_found" | "not_waiting_for_event" | "payload_too_large" | "unsupported_media_type" | "task_not_registered" | "service_unavailable" | "internal_error" | "forbidden" | "webhook_not_found" | "execution_not_upgradable" | "task_version_not_served" | "malformed_request" | "request_header_too_large" | "request_timeout";
         /** @description One failed check of a request. */
         ErrorDetail: {
             /** @description Where the check failed: `body`, `query` or `path`, then a JSON pointer, such as `body/data/orderId` or `query/limit`. */

@@ -22,7 +22,11 @@ export type ErrorCode =
   | 'forbidden'
   | 'webhook_not_found'
   | 'execution_not_upgradable'
-  | 'task_version_not_served';
+  | 'task_version_not_served'
+  // Answered outside Koa, to what Node's HTTP parser refused (api/malformed-requests.ts).
+  | 'malformed_request'
+  | 'request_header_too_large'
+  | 'request_timeout';
 
 /** One failed check of a request, pointing at the offending location. */
 export interface ErrorDetail {

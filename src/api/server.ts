@@ -19,6 +19,7 @@ import { createInsertBatcher } from './insert-batcher';
 import { createExecutionReader } from './execution-reader';
 import type { Tracing } from '../telemetry/tracing';
 import { StreamsBeacon } from './streams-beacon';
+import { answerMalformedRequests } from './malformed-requests';
 
 export interface ApiServerDeps {
   config: Readonly<Config>;
@@ -55,7 +56,7 @@ export interface ApiServer {
  * legitimately silent; `keepAliveTimeout` closes idle connections between requests. Node checks the
  * first two on an interval (30 s by default), shortened here so short limits are enforced on time.
  */
-function createHttpServer(config: Readonly<Config>, handler: http.RequestListener): http.Server {
+function createHttpServer(config: Readonly<Config>, handler: http.RequestListener, log: Logger): http.Server {
   const { requestTimeoutMs, headersTimeoutMs, keepAliveTimeoutMs } = config.http;
   const server = http.createServer(
     {
@@ -67,6 +68,7 @@ function createHttpServer(config: Readonly<Config>, handler: http.RequestListene
     handler,
   );
   server.timeout = 0;
+  server.on('clientError', answerMalformedRequests(log));
   return server;
 }
 
@@ -175,7 +177,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
       jsonMaxDepth: config.http.jsonMaxDepth,
     },
   });
-  const server = createHttpServer(config, app.callback());
+  const server = createHttpServer(config, app.callback(), log);
   try {
     await listen(server, config.port, config.host);
   } catch (err) {
