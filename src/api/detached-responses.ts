@@ -36,9 +36,13 @@ export class DetachedResponse {
 
   /** Writes `body` as JSON with `status`, as Koa does for an object body, and reports the request. */
   json(status: number, body: unknown, headers?: Readonly<Record<string, string>>): void {
+    this.jsonText(status, this.writable() && !this.res.headersSent ? JSON.stringify(body) : '', headers);
+  }
+
+  /** As json(), with the body already serialized (one text shared by many answers). */
+  jsonText(status: number, text: string | Buffer, headers?: Readonly<Record<string, string>>): void {
     const { res } = this;
     if (this.writable() && !res.headersSent) {
-      const text = JSON.stringify(body);
       // In Koa's order: the type when the body is set, the error's headers, the length when it is sent.
       res.statusCode = status;
       res.setHeader('Content-Type', JSON_TYPE);

@@ -57,6 +57,11 @@ export class EventStream {
     this.write(`${id === undefined ? '' : `id: ${id}\n`}event: ${event}\ndata: ${data}\n\n`);
   }
 
+  /** Sends an event already written as SSE bytes (one frame shared by many streams, never copied). */
+  sendFrame(frame: Buffer): void {
+    if (!this.closed) this.body.write(frame);
+  }
+
   /** Ends the response after what was written; the client sees the stream close. */
   end(): void {
     if (this.closed) return;

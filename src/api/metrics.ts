@@ -65,6 +65,26 @@ export function measureStreams(registry: Registry, count: () => { execution: num
   return () => sources.delete(count);
 }
 
+const measuredSerializations = new WeakSet<Registry>();
+
+/**
+ * Counts the execution states serialized for streams and long-polls (see serializedState): a read
+ * offered to a thousand followers counts once.
+ */
+export function measureSerializations(registry: Registry, count: () => number): void {
+  if (measuredSerializations.has(registry)) return;
+  measuredSerializations.add(registry);
+  new Counter({
+    name: 'stepwise_http_states_serialized_total',
+    help: 'Execution states serialized for event streams and long-polls: once per read, however many follow it',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(count());
+    },
+  });
+}
+
 /**
  * Times every request into a histogram labelled by method, route template (never the raw path, so
  * ids do not explode the label set) and status. Several servers may share one registry.

@@ -11,7 +11,8 @@ import { createApiApp } from './app';
 import { createAuthenticators, isAuthOn } from './auth';
 import { ExecutionChanges } from './execution-changes';
 import { ExecutionWaiters } from './execution-waiters';
-import { measureLongPolls, measureStreams } from './metrics';
+import { measureLongPolls, measureSerializations, measureStreams } from './metrics';
+import { statesSerialized } from './serialized-states';
 import { measureQueue } from './queue-metrics';
 import { getSpec } from './spec';
 import { TaskSchemaCache } from '../store/task-schemas';
@@ -148,6 +149,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   changes.start();
   const unmeasureLongPolls = measureLongPolls(registry, () => waiters.size);
   const unmeasureStreams = measureStreams(registry, () => ({ execution: waiters.streams, changes: changes.size }));
+  measureSerializations(registry, statesSerialized);
   const unmeasure = () => {
     unmeasureLongPolls();
     unmeasureStreams();

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type Router from '@koa/router';
 import { isTerminal } from '../domain/status';
 import { ExecutionNotFoundError, ServiceUnavailableError } from '../errors';
@@ -6,17 +5,9 @@ import type { ExecutionRecord } from '../store/rows';
 import type { ApiDeps } from './deps';
 import { EventStream } from './event-stream';
 import type { ExecutionSubscriber } from './execution-waiters';
-import { toExecution } from './representations';
+import { serializedState } from './serialized-states';
 import type { ApiState } from './state';
 import { addOperation } from './typed';
-
-/**
- * The event id of a state: its steps completed (to read progress at a glance) and a fingerprint of
- * its JSON, so equal ids mean equal states, on any server (the JSON is the same everywhere).
- */
-function stateId(execution: ExecutionRecord, json: string): string {
-  return `${execution.stepsCompleted}-${createHash('sha256').update(json).digest('hex').slice(0, 12)}`;
-}
 
 /**
  * One GET /executions/{id}/stream as a subscriber of the fan-out. Until the first read answers it is
@@ -89,11 +80,10 @@ class ExecutionFollower implements ExecutionSubscriber {
       this.held = execution;
       return;
     }
-    const json = JSON.stringify(toExecution(execution));
-    const id = stateId(execution, json);
-    if (id !== this.lastId) {
-      this.lastId = id;
-      stream.send('execution', json, id);
+    const state = serializedState(execution);
+    if (state.id !== this.lastId) {
+      this.lastId = state.id;
+      stream.sendFrame(state.frame);
     }
     if (isTerminal(execution.status)) stream.end();
   }

@@ -6,6 +6,7 @@ import type { ApiDeps } from './deps';
 import { DETACHED, detachResponse, type DetachedResponse } from './detached-responses';
 import type { PendingWait, WaitEnd } from './execution-waiters';
 import { toExecution } from './representations';
+import { serializedState } from './serialized-states';
 import type { ApiState } from './state';
 import { addOperation, type HandlerResult } from './typed';
 
@@ -74,7 +75,8 @@ class LongPollAnswer implements WaitEnd {
   waitEnded(finished: ExecutionRecord | undefined): void {
     try {
       this.response.res.off('close', this.pending.cancel);
-      if (finished) return this.send(answer(finished, this.timeoutSeconds));
+      // The ended state, serialized once for every long-poll of this execution (see serializedState).
+      if (finished) return this.response.jsonText(200, serializedState(finished).bytes);
       // The client hung up: nobody reads this answer, so spare the database the re-read.
       if (this.response.hungUp) return this.send(stillGoing(this.id, this.status, this.timeoutSeconds));
       // Timed out (or the server is closing): one read for the real current status (it may have ended meanwhile).

@@ -193,6 +193,33 @@ describe('GET /executions/{id}/stream', () => {
       await other.close();
     }
   });
+
+  test('one state is serialized once for all the streams and long-polls that follow it', async () => {
+    const { id, task, lease } = await createExecutionIn(api.client, api.db, 'running');
+    const streams = await Promise.all(Array.from({ length: 25 }, () => open(id)));
+    for (const s of streams) expect((await s.next()).event).toBe('execution');
+    const polls = Array.from({ length: 25 }, () => api.call('GET', `/api/v1/executions/${id}/wait?timeout=30`));
+    await waitUntil(async () => {
+      const res = await api.call('GET', '/metrics');
+      return Number(/^stepwise_http_long_polls_waiting (\d+)/m.exec(res.text)?.[1]) >= 25 ? true : undefined;
+    }, 'the long-polls to park');
+    const serialized = async () => Number(/^stepwise_http_states_serialized_total (\d+)/m.exec((await api.call('GET', '/metrics')).text)?.[1]);
+    const before = await serialized();
+    try {
+      expect(await completeAs(api.db, lease as NonNullable<typeof lease>, { blob: 'x'.repeat(200_000), task })).toBe(true);
+      const answers = await Promise.all(polls);
+      expect(new Set(answers.map((a) => `${a.status} ${a.text}`)).size).toBe(1);
+      expect(answers[0]).toMatchObject({ status: 200, body: { execution_id: id, status: 'completed' } });
+      const finals = await Promise.all(streams.map((s) => s.next()));
+      expect(new Set(finals.map((e) => `${e.id} ${e.data}`)).size).toBe(1);
+      expect(JSON.parse(finals[0].data)).toEqual(answers[0].body);
+      // One read offered to fifty followers: one serialization (a second read may race the first).
+      expect((await serialized()) - before).toBeGreaterThanOrEqual(1);
+      expect((await serialized()) - before).toBeLessThanOrEqual(2);
+    } finally {
+      for (const s of streams) s.close();
+    }
+  });
 });
 
 describe('with a real worker', () => {
