@@ -20,6 +20,7 @@ import * as m018 from './migrations/018-execution-counts';
 import * as m019 from './migrations/019-task-status-index';
 import * as m020 from './migrations/020-values-as-written';
 import * as m021 from './migrations/021-retry-timeout';
+import * as m022 from './migrations/022-finished-index';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -49,6 +50,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['019-task-status-index', m019],
   ['020-values-as-written', m020],
   ['021-retry-timeout', m021],
+  ['022-finished-index', m022],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {
