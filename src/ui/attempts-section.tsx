@@ -13,8 +13,8 @@ const OPEN_BADGE: Record<Exclude<AttemptState, 'ended'>, { status: string; label
 };
 
 function OutcomeBadge({ outcome, state }: { outcome: Attempt['outcome']; state: AttemptState }) {
-  if (outcome !== null || state === 'ended') return <StatusBadge status={outcome ?? 'completed'} />;
-  const badge = OPEN_BADGE[state];
+  if (outcome !== null) return <StatusBadge status={outcome} />;
+  const badge = OPEN_BADGE[state === 'ended' ? 'running' : state];
   return (
     <span class={`status status-${badge.status}`} data-status={badge.label} title={badge.title}>
       {badge.label}

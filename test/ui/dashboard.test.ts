@@ -916,7 +916,7 @@ describe('dashboard in headless Chromium', () => {
     const { execution_id: flakyId } = (await t.client.list({ task: 'ui-flaky', limit: 1 })).executions[0];
     const pages = ['#/executions', `#/executions/${flakyId}`, `#/executions/${ids.held}`, '#/tasks', '#/workers', '#/webhooks'];
     try {
-      for (const [width, height] of [[390, 844], [800, 900], [1400, 900]]) {
+      for (const [width, height] of [[390, 844], [800, 760], [1400, 760]]) {
         await page.setViewportSize({ width, height });
         for (const hash of pages) {
           await page.goto(`${t.api.url}/ui${hash}`);
