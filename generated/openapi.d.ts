@@ -453,6 +453,32 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/stats/throughput": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Executions created, completed and failed per minute
+         * @description For a chart of what came in and what went out: how many executions were created (scheduled),
+         *     completed and failed in each minute of the last `window`, oldest minute first, for every task
+         *     or for one. The last bucket is the minute in progress; minutes are whole UTC minutes of the
+         *     database's clock. Read from the executions themselves (`created_at`, and `completed_at` of the
+         *     completed and failed ones) through indexes over that window only, so the answer costs the
+         *     same at ten million executions as at ten thousand; executions the retention period deleted
+         *     are not counted. A retried execution counts once, when it finally completes or fails.
+         */
+        get: operations["getThroughput"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tasks/{name}/pause": {
         parameters: {
             query?: never;
@@ -1220,6 +1246,35 @@ export interface components {
          * @enum {string}
          */
         WorkerState: "active" | "stopping" | "lost";
+        /** @description Executions created, completed and failed per minute over a window. */
+        Throughput: {
+            /**
+             * @description The window applied.
+             * @enum {string}
+             */
+            window: "5m" | "15m" | "30m" | "1h";
+            /** @description The task counted, or null for every task. */
+            task: string | null;
+            /**
+             * @description The length of a bucket, in seconds.
+             * @enum {integer}
+             */
+            bucket_seconds: 60;
+            from: components["schemas"]["Timestamp"];
+            to: components["schemas"]["Timestamp"];
+            /** @description One per minute from `from` (included) to `to` (excluded), oldest first; the last is the minute in progress. */
+            buckets: components["schemas"]["ThroughputBucket"][];
+        };
+        /** @description One minute's counts. */
+        ThroughputBucket: {
+            start: components["schemas"]["Timestamp"];
+            /** @description Executions created (scheduled) in the minute, whenever they start. */
+            created: number;
+            /** @description Executions that completed in the minute. */
+            completed: number;
+            /** @description Executions that failed in the minute (their retries ran out, or their error was not retryable). */
+            failed: number;
+        };
         /** @description A worker process as it registered itself. */
         Worker: {
             /**
@@ -3090,6 +3145,79 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getThroughput: {
+        parameters: {
+            query?: {
+                /** @description How far back, in whole minutes (one bucket per minute). */
+                window?: "5m" | "15m" | "30m" | "1h";
+                /** @description Only the executions of this task; a name no worker registered gets 404 `task_not_found`. */
+                task?: components["schemas"]["TaskName"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One bucket per minute of the window, oldest first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "window": "5m",
+                     *       "task": "approve-order",
+                     *       "bucket_seconds": 60,
+                     *       "from": "2024-10-30T11:56:00.000Z",
+                     *       "to": "2024-10-30T12:01:00.000Z",
+                     *       "buckets": [
+                     *         {
+                     *           "start": "2024-10-30T11:56:00.000Z",
+                     *           "created": 12,
+                     *           "completed": 11,
+                     *           "failed": 0
+                     *         },
+                     *         {
+                     *           "start": "2024-10-30T11:57:00.000Z",
+                     *           "created": 9,
+                     *           "completed": 10,
+                     *           "failed": 1
+                     *         },
+                     *         {
+                     *           "start": "2024-10-30T11:58:00.000Z",
+                     *           "created": 14,
+                     *           "completed": 12,
+                     *           "failed": 0
+                     *         },
+                     *         {
+                     *           "start": "2024-10-30T11:59:00.000Z",
+                     *           "created": 0,
+                     *           "completed": 2,
+                     *           "failed": 0
+                     *         },
+                     *         {
+                     *           "start": "2024-10-30T12:00:00.000Z",
+                     *           "created": 3,
+                     *           "completed": 1,
+                     *           "failed": 0
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Throughput"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["TaskNotFound"];
             422: components["responses"]["InvalidData"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -16,6 +16,7 @@ import { addMetricsRoute, measureRequests } from './metrics';
 import { assignRequestId } from './request-id';
 import { setResponseHeaders } from './response-headers';
 import type { ApiState } from './state';
+import { addStatsRoutes } from './stats';
 import { addTaskRoutes } from './tasks';
 import { addWaitRoute } from './wait';
 import { addWorkerRoutes } from './workers';
@@ -68,6 +69,7 @@ export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   addEventRoutes(router, deps);
   addTaskRoutes(router, deps);
   addWorkerRoutes(router, deps);
+  addStatsRoutes(router, deps);
   addWebhookRoutes(router, deps);
   addOperationalRoutes(router, deps);
   addMetricsRoute(router, deps);

@@ -32,6 +32,10 @@ export type WorkerState = Schemas['WorkerState'];
 export type ErrorEnvelope = Schemas['ErrorEnvelope'];
 export type ListFilter = NonNullable<operations['listExecutions']['parameters']['query']>;
 export type Attempt = Schemas['Attempt'];
+/** Executions created, completed and failed per minute over a window (GET /stats/throughput). */
+export type Throughput = Schemas['Throughput'];
+export type ThroughputBucket = Schemas['ThroughputBucket'];
+export type ThroughputQuery = NonNullable<operations['getThroughput']['parameters']['query']>;
 export type RetriedExecution = Schemas['RetriedExecution'];
 /** A bulk action's filter; `limit` defaults to 1,000 (the server's default). */
 export type BulkFilter = Partial<Schemas['BulkFilter']>;
@@ -244,6 +248,11 @@ export function createStepwiseClient(options: StepwiseClientOptions) {
     /** The registered workers, oldest first: `active`, `stopping`, or `lost` once they missed their heartbeats. */
     async listWorkers(): Promise<WorkerInfo[]> {
       return (await unwrap(raw.GET('/api/v1/workers'))).data.workers;
+    },
+
+    /** Executions created, completed and failed per minute over the last `window` (1h by default), for every task or one. */
+    async throughput(query: ThroughputQuery = {}): Promise<Throughput> {
+      return (await unwrap(raw.GET('/api/v1/stats/throughput', { params: { query } }))).data;
     },
 
     /** Every attempt of the execution, oldest first, with errors (and bounded stacks) for the operator. */

@@ -21,6 +21,7 @@ import * as m019 from './migrations/019-task-status-index';
 import * as m020 from './migrations/020-values-as-written';
 import * as m021 from './migrations/021-retry-timeout';
 import * as m022 from './migrations/022-webhook-bodies-as-documented';
+import * as m023 from './migrations/023-finished-index';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -51,6 +52,7 @@ const MIGRATIONS: ReadonlyArray<readonly [string, Migration]> = [
   ['020-values-as-written', m020],
   ['021-retry-timeout', m021],
   ['022-webhook-bodies-as-documented', m022],
+  ['023-finished-index', m023],
 ];
 
 const source: Knex.MigrationSource<readonly [string, Migration]> = {

@@ -108,6 +108,8 @@ export function JsonEditor(props: {
   problems: JsonProblem[];
   testId: string;
   rows?: number;
+  /** Shown while the editor is empty; never sent. */
+  placeholder?: string;
 }) {
   const invalid = props.problems.length > 0;
   return (
@@ -118,6 +120,7 @@ export function JsonEditor(props: {
         rows={props.rows ?? 6}
         spellcheck={false}
         value={props.value}
+        placeholder={props.placeholder}
         aria-invalid={invalid}
         data-testid={props.testId}
         onInput={(e) => props.onInput(e.currentTarget.value)}

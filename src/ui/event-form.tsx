@@ -4,7 +4,7 @@ import type { Execution, Task } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
 import { ApiErrorBox, JsonEditor, Section } from './components';
 import { formatJson } from '../domain/format';
-import { checkJson, sampleFromSchema, type JsonProblem } from './json-input';
+import { checkJson, skeletonFromSchema, type JsonProblem } from './json-input';
 
 /** The events one can send: the one awaited now first, then every event the task declared. */
 function eventNames(execution: Execution, task: Task | undefined): string[] {
@@ -21,14 +21,16 @@ function eventNames(execution: Execution, task: Task | undefined): string[] {
 export function EventForm({ execution, task, onDelivered }: { execution: Execution; task: Task | undefined; onDelivered(message: string | undefined): void }) {
   const { client } = useApi();
   const names = eventNames(execution, task);
-  // Derived in render, not set by effects: the form never shows a name or a payload it is about to
-  // replace, so nothing overwrites what the operator has begun to type. Until the operator picks an
-  // event, the form follows the awaited one; until they type, it offers a skeleton from its schema.
+  // Derived in render, not set by effects: the form never shows a name it is about to replace, so
+  // nothing overwrites what the operator has begun to type. Until the operator picks an event, the form
+  // follows the awaited one. The payload starts empty, its schema's shape as a placeholder: a value
+  // filled in for the operator (`"approved": false`) would be one click from deciding for them.
   const [picked, setPicked] = useState<string | undefined>(undefined);
   const name = picked !== undefined && names.includes(picked) ? picked : (names[0] ?? '');
   const schema = task?.event_schemas?.[name];
   const [draft, setDraft] = useState<string | undefined>(undefined);
-  const text = draft ?? formatJson(sampleFromSchema(schema));
+  const text = draft ?? '';
+  const empty = text.trim() === '';
   const [problems, setProblems] = useState<JsonProblem[]>([]);
   const [serverError, setServerError] = useState<unknown>(undefined);
   const [busy, setBusy] = useState(false);
@@ -92,11 +94,19 @@ export function EventForm({ execution, task, onDelivered }: { execution: Executi
         ) : (
           <p class="muted small">The task declared no schema for this event: any JSON value is accepted.</p>
         )}
-        <JsonEditor label="Payload (JSON)" value={text} onInput={edit} problems={problems} testId="event-payload" />
+        <JsonEditor
+          label="Payload (JSON)"
+          value={text}
+          onInput={edit}
+          problems={problems}
+          testId="event-payload"
+          placeholder={schema !== undefined ? skeletonFromSchema(schema) : 'Any JSON value, such as null or {"ok": true}'}
+        />
         <div class="actions">
-          <button type="submit" class="primary" data-testid="send-event" disabled={busy}>
+          <button type="submit" class="primary" data-testid="send-event" disabled={busy || empty} title={empty ? 'Type the payload first: nothing is filled in for you' : undefined}>
             Deliver event
           </button>
+          {empty && <span class="muted small">The grey text is the shape the task expects; type the payload to send.</span>}
         </div>
         <ApiErrorBox error={serverError} testId="event-error" />
       </form>

@@ -5,10 +5,11 @@ import type { Attempt, Execution, ExecutionList, Step, Task } from '../client';
 import { useApi, useAuthPrompt } from './api-context';
 import { AttemptsSection } from './attempts-section';
 import { ApiErrorBox, Instant, JsonBlock, Priority, Section, StatusBadge, TagChips, useFormatInstant } from './components';
-import { elapsedMs, formatDuration, formatRelative } from '../domain/format';
+import { formatDuration, formatRelative } from '../domain/format';
 import { CancelButton, RetryButton } from './execution-actions';
 import { routeHref, withFilter } from './routes';
 import { isTerminal } from './statuses';
+import { runTimes } from './run-time';
 import { describeWait } from './timeline';
 import { Timeline } from './timeline-view';
 import { usePolling } from './use-polling';
@@ -148,7 +149,7 @@ export function ExecutionPage({ id }: { id: string }) {
   }
   const { execution: x, steps, attempts, children } = polled.data;
   const task = tasks.data?.find((t) => t.name === x.task);
-  const ran = elapsedMs(x.started_at, x.completed_at, now);
+  const times = runTimes(x, attempts, steps, now);
   return (
     <div data-testid="execution-detail" data-status={x.status}>
       <div class="toolbar">
@@ -230,7 +231,20 @@ export function ExecutionPage({ id }: { id: string }) {
             <Fact label="Completed">
               <Instant iso={x.completed_at} now={now} />
             </Fact>
-            <Fact label="Run time">{ran === null ? '–' : formatDuration(ran)}</Fact>
+            <Fact label="Run time">
+              <span data-testid="run-time" title="Time the handler ran, summed over the attempts; sleeps, waits and retry delays are not in it">
+                {times.elapsedMs === null ? '–' : formatDuration(times.runningMs)}
+              </span>
+              {times.attempts.length > 1 && <span class="muted small"> in {times.attempts.length} attempts</span>}
+            </Fact>
+            <Fact label="Waiting">
+              <span
+                data-testid="wait-time"
+                title={`From the first start to ${x.completed_at ? 'the end' : 'now'} (${times.elapsedMs === null ? '–' : formatDuration(times.elapsedMs)}), the time it did not run: retry delays, sleeps, event and child waits, queueing for a worker`}
+              >
+                {times.elapsedMs === null ? '–' : formatDuration(times.waitingMs)}
+              </span>
+            </Fact>
           </dl>
         </Section>
         <Section title="Data">
@@ -272,7 +286,7 @@ export function ExecutionPage({ id }: { id: string }) {
       <Section title="Timeline" testId="timeline-section">
         <Timeline execution={x} steps={steps} now={now} />
       </Section>
-      <AttemptsSection attempts={attempts} now={now} />
+      <AttemptsSection attempts={attempts} times={times.attempts} now={now} />
       {children && <Children parentId={x.execution_id} list={children} now={now} />}
     </div>
   );

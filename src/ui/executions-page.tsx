@@ -12,6 +12,7 @@ import { ExecutionsTable } from './executions-table';
 import { ListFilters } from './list-filters';
 import { PAGE_SIZES, isFiltered, routeHref, toListQuery, withFilter, type ListFilter } from './routes';
 import { STATUSES } from './statuses';
+import { ThroughputChart } from './throughput-chart';
 import { usePolling } from './use-polling';
 import { useStream, useThrottledReload } from './use-stream';
 
@@ -123,6 +124,9 @@ export function ExecutionsPage({ filter }: { filter: ListFilter }) {
         {list.data && <Pager list={list.data} filter={filter} />}
       </div>
       <ListFilters filter={filter} />
+      <section class="card chart-card">
+        <ThroughputChart task={filter.task} />
+      </section>
       <BulkActions key={routeHref({ page: 'executions', filter: { ...filter, offset: 0, limit: PAGE_SIZES[0] } })} filter={filter} onDone={list.reload} />
       <ApiErrorBox error={list.error} />
       {!list.data && !list.error && <p class="muted">Loading…</p>}

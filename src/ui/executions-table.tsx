@@ -14,61 +14,65 @@ export function ExecutionsTable(props: {
 }) {
   const { items, now, taskHref, tagHref, testId } = props;
   return (
-    <table class="executions" data-testid={testId}>
-      <thead>
-        <tr>
-          <th>Execution</th>
-          <th>Task</th>
-          <th>Status</th>
-          <th class="num" title="Higher is claimed first; 0 by default">Priority</th>
-          <th>Tags</th>
-          <th>Created</th>
-          <th>Started</th>
-          <th>Completed</th>
-          <th class="num">Duration</th>
-        </tr>
-      </thead>
-      <tbody>
-        {items.length === 0 && (
+    <div class="table-scroll">
+      <table class="executions" data-testid={testId}>
+        <thead>
           <tr>
-            <td colSpan={9} class="muted">
-              No executions match.
-            </td>
+            <th>Execution</th>
+            <th>Task</th>
+            <th>Status</th>
+            <th class="num" title="Higher is claimed first; 0 by default">Priority</th>
+            <th>Tags</th>
+            <th>Created</th>
+            <th>Started</th>
+            <th>Completed</th>
+            <th class="num" title="From the first start to the end (or now), retry delays and waits included; an execution's page tells its run time from its waiting">
+              Elapsed
+            </th>
           </tr>
-        )}
-        {items.map((e) => {
-          const ran = elapsedMs(e.started_at, e.completed_at, now);
-          return (
-            <tr key={e.execution_id} data-execution-id={e.execution_id} data-status={e.status}>
-              <td>
-                <a class="mono" href={routeHref({ page: 'execution', id: e.execution_id })}>
-                  {e.execution_id}
-                </a>
+        </thead>
+        <tbody>
+          {items.length === 0 && (
+            <tr>
+              <td colSpan={9} class="muted">
+                No executions match.
               </td>
-              <td>{taskHref ? <a href={taskHref(e.task)}>{e.task}</a> : e.task}</td>
-              <td>
-                <StatusBadge status={e.status} />
-              </td>
-              <td class="num" data-testid="row-priority">
-                <Priority value={e.priority} />
-              </td>
-              <td class="wrap">
-                <TagChips tags={e.tags} href={tagHref} />
-              </td>
-              <td>
-                <Instant iso={e.created_at} now={now} relative />
-              </td>
-              <td>
-                <Instant iso={e.started_at} now={now} relative />
-              </td>
-              <td>
-                <Instant iso={e.completed_at} now={now} relative />
-              </td>
-              <td class="num">{ran === null ? '–' : formatDuration(ran)}</td>
             </tr>
-          );
-        })}
-      </tbody>
-    </table>
+          )}
+          {items.map((e) => {
+            const ran = elapsedMs(e.started_at, e.completed_at, now);
+            return (
+              <tr key={e.execution_id} data-execution-id={e.execution_id} data-status={e.status}>
+                <td>
+                  <a class="mono" href={routeHref({ page: 'execution', id: e.execution_id })}>
+                    {e.execution_id}
+                  </a>
+                </td>
+                <td>{taskHref ? <a href={taskHref(e.task)}>{e.task}</a> : e.task}</td>
+                <td>
+                  <StatusBadge status={e.status} />
+                </td>
+                <td class="num" data-testid="row-priority">
+                  <Priority value={e.priority} />
+                </td>
+                <td class="wrap">
+                  <TagChips tags={e.tags} href={tagHref} />
+                </td>
+                <td>
+                  <Instant iso={e.created_at} now={now} relative />
+                </td>
+                <td>
+                  <Instant iso={e.started_at} now={now} relative />
+                </td>
+                <td>
+                  <Instant iso={e.completed_at} now={now} relative />
+                </td>
+                <td class="num">{ran === null ? '–' : formatDuration(ran)}</td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+    </div>
   );
 }

@@ -94,3 +94,36 @@ export function sampleFromSchema(schema: unknown, depth = 0): unknown {
       return null;
   }
 }
+
+/** The type a placeholder names for a schema: `<string>`, `<"fast" | "slow">`, `<integer ≥ 1>`. */
+function typeHint(s: Record<string, unknown>): string {
+  if ('const' in s) return JSON.stringify(s.const);
+  if (Array.isArray(s.enum) && s.enum.length > 0) return s.enum.map((v) => JSON.stringify(v)).join(' | ');
+  const types = Array.isArray(s.type) ? (s.type as unknown[]).map(String) : typeof s.type === 'string' ? [s.type] : [];
+  const min = typeof s.minimum === 'number' ? ` ≥ ${s.minimum}` : '';
+  return types.length === 0 ? 'any JSON' : `${types.join(' | ')}${types.some((t) => t === 'integer' || t === 'number') ? min : ''}`;
+}
+
+/**
+ * The shape a schema asks for, as placeholder text for an empty editor: every property with the type
+ * it takes in angle brackets (`"approved": <boolean>`), optional ones marked. Not JSON on purpose: a
+ * placeholder is never sent, and no value is picked for the operator (a pre-filled `false` is one
+ * click from rejecting an order).
+ */
+export function skeletonFromSchema(schema: unknown, indent = '', depth = 0): string {
+  if (!schema || typeof schema !== 'object') return '<any JSON value>';
+  const s = schema as Record<string, unknown>;
+  const props = s.properties && typeof s.properties === 'object' ? (s.properties as Record<string, unknown>) : undefined;
+  if ((s.type === 'object' || props) && props && Object.keys(props).length > 0 && depth < 4) {
+    const required = new Set(Array.isArray(s.required) ? (s.required as string[]) : []);
+    const inner = `${indent}  `;
+    const lines = Object.entries(props).map(([key, sub]) => {
+      const value = skeletonFromSchema(sub, inner, depth + 1);
+      return `${inner}${JSON.stringify(key)}: ${value}${required.has(key) ? '' : ' (optional)'}`;
+    });
+    return `{\n${lines.join(',\n')}\n${indent}}`;
+  }
+  if (s.type === 'object') return '{}';
+  if (s.type === 'array') return `[<${s.items && typeof s.items === 'object' ? typeHint(s.items as Record<string, unknown>) : 'any JSON'}>, …]`;
+  return `<${typeHint(s)}>`;
+}

@@ -111,22 +111,24 @@ export function TaskVersions({ task, onChanged }: { task: Task; onChanged(): voi
   return (
     <>
       <h3>Versions, newest first</h3>
-      <table class="versions" data-testid="task-versions">
-        <thead>
-          <tr>
-            <th>Version</th>
-            <th class="num" title="Live workers serving it">Workers</th>
-            <th class="num">Pending</th>
-            <th class="num">Running</th>
-            <th class="num">Waiting</th>
-          </tr>
-        </thead>
-        <tbody>
-          {task.versions.map((v) => (
-            <VersionRow key={v.version ?? ''} v={v} />
-          ))}
-        </tbody>
-      </table>
+      <div class="table-scroll">
+        <table class="versions" data-testid="task-versions">
+          <thead>
+            <tr>
+              <th>Version</th>
+              <th class="num" title="Live workers serving it">Workers</th>
+              <th class="num">Pending</th>
+              <th class="num">Running</th>
+              <th class="num">Waiting</th>
+            </tr>
+          </thead>
+          <tbody>
+            {task.versions.map((v) => (
+              <VersionRow key={v.version ?? ''} v={v} />
+            ))}
+          </tbody>
+        </table>
+      </div>
       {task.versions.filter(isUnserved).map((v) => (
         <UnservedVersion key={v.version ?? ''} version={v} served={served.filter((s) => s.version !== v.version)} bulk={bulk} />
       ))}

@@ -9,6 +9,7 @@ import { checkJson, sampleFromSchema, type JsonProblem } from './json-input';
 import { routeHref } from './routes';
 import { STATUSES } from './statuses';
 import { TaskVersions } from './task-versions';
+import { ThroughputChart } from './throughput-chart';
 import { fromDateTimeInput } from './time-zone';
 import { usePolling } from './use-polling';
 
@@ -117,30 +118,32 @@ function TaskKeys({ task }: { task: Task }) {
   return (
     <>
       <h3>Keys, most waiting first</h3>
-      <table class="keys" data-testid="task-keys">
-        <thead>
-          <tr>
-            <th>Key</th>
-            <th class="num">Running</th>
-            <th class="num">Waiting</th>
-            {windowed && <th class="num">Started{span}</th>}
-          </tr>
-        </thead>
-        <tbody>
-          {task.keys.map((k) => (
-            <tr key={k.key} data-testid="task-key" data-key={k.key}>
-              <td class="mono">{k.key === '' ? <span class="muted">(no value)</span> : k.key}</td>
-              <td class="num" data-testid="key-running">{k.running}</td>
-              <td class="num" data-testid="key-waiting">{k.waiting}</td>
-              {windowed && (
-                <td class="num" data-testid="key-started">
-                  {k.started_in_window ?? '—'}
-                </td>
-              )}
+      <div class="table-scroll">
+        <table class="keys" data-testid="task-keys">
+          <thead>
+            <tr>
+              <th>Key</th>
+              <th class="num">Running</th>
+              <th class="num">Waiting</th>
+              {windowed && <th class="num">Started{span}</th>}
             </tr>
-          ))}
-        </tbody>
-      </table>
+          </thead>
+          <tbody>
+            {task.keys.map((k) => (
+              <tr key={k.key} data-testid="task-key" data-key={k.key}>
+                <td class="mono">{k.key === '' ? <span class="muted">(no value)</span> : k.key}</td>
+                <td class="num" data-testid="key-running">{k.running}</td>
+                <td class="num" data-testid="key-waiting">{k.waiting}</td>
+                {windowed && (
+                  <td class="num" data-testid="key-started">
+                    {k.started_in_window ?? '—'}
+                  </td>
+                )}
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
     </>
   );
 }
@@ -204,26 +207,29 @@ function TaskCard({ task, now, onChanged }: { task: Task; now: number; onChanged
         </p>
       )}
       <TaskWorkers task={task} />
-      <table class="counts">
-        <thead>
-          <tr>
-            {STATUSES.map((s) => (
-              <th key={s}>{s}</th>
-            ))}
-          </tr>
-        </thead>
-        <tbody>
-          <tr>
-            {STATUSES.map((s) => (
-              <td key={s} class="num">
-                <a class={`count status-text-${s}`} href={routeHref({ page: 'executions', filter: { task: task.name, status: s, offset: 0, limit: 20 } })}>
-                  {task.counts[s]}
-                </a>
-              </td>
-            ))}
-          </tr>
-        </tbody>
-      </table>
+      <ThroughputChart task={task.name} compact />
+      <div class="table-scroll">
+        <table class="counts">
+          <thead>
+            <tr>
+              {STATUSES.map((s) => (
+                <th key={s}>{s}</th>
+              ))}
+            </tr>
+          </thead>
+          <tbody>
+            <tr>
+              {STATUSES.map((s) => (
+                <td key={s} class="num">
+                  <a class={`count status-text-${s}`} href={routeHref({ page: 'executions', filter: { task: task.name, status: s, offset: 0, limit: 20 } })}>
+                    {task.counts[s]}
+                  </a>
+                </td>
+              ))}
+            </tr>
+          </tbody>
+        </table>
+      </div>
       {task.cron && (
         <p data-testid="task-cron">
           Runs on <code>{task.cron.pattern}</code> ({task.cron.timezone}); next{' '}

@@ -7,6 +7,7 @@ import { buildTimeline, type TimelineEntry } from './timeline';
 const KIND_LABEL: Record<TimelineEntry['kind'], string> = { step: 'step', sleep: 'sleep', event: 'event wait', child: 'child', patch: 'patch' };
 
 function entryNote(e: TimelineEntry, now: number, formatInstant: (ms: number) => string): string {
+  if (e.state === 'failed' && e.error) return `${e.error.type}: ${e.error.message}`;
   // A patch marker is recorded only when ctx.patched answered true; its name is the change id.
   if (e.kind === 'patch') return 'took the new path';
   if (e.kind === 'sleep') {
@@ -26,7 +27,9 @@ function entryNote(e: TimelineEntry, now: number, formatInstant: (ms: number) =>
     if (child.status) return `${child.execution_id ?? ''} ${child.status}${child.error?.message ? `: ${child.error.message}` : ''}`;
     return child.execution_id ?? '';
   }
-  return e.state === 'completed' ? `→ ${previewJson(e.result, 60)}` : '';
+  if (e.state !== 'completed') return '';
+  const retried = e.failures === 0 ? '' : ` (after ${e.failures === 1 ? '1 failed attempt' : `${e.failures} failed attempts`})`;
+  return `→ ${previewJson(e.result, 60)}${retried}`;
 }
 
 export function Timeline({ execution, steps, now }: { execution: Execution; steps: Step[]; now: number }) {
@@ -44,6 +47,7 @@ export function Timeline({ execution, steps, now }: { execution: Execution; step
           data-kind={e.kind}
           data-state={e.state}
           data-diverged={e.name === diverged?.name ? 'true' : undefined}
+          title={e.error ? `${e.state === 'failed' ? 'Failed' : 'Last failure'}: ${e.error.message}` : undefined}
         >
           <span class="tl-seq">{e.seq}</span>
           <span class={`tl-kind kind-${e.kind}`}>{KIND_LABEL[e.kind]}</span>
@@ -53,14 +57,40 @@ export function Timeline({ execution, steps, now }: { execution: Execution; step
           <span class="tl-track" aria-hidden="true">
             <span class="tl-bar" style={{ left: `${e.offsetPct}%`, width: `${Math.min(e.widthPct, 100 - e.offsetPct)}%` }} />
           </span>
-          <span class="tl-duration num" title={e.state === 'completed' ? 'duration' : 'so far'}>
+          <span class="tl-duration num" title={e.state === 'completed' || e.state === 'failed' ? 'duration' : 'so far'}>
             {formatDuration(e.durationMs)}
             {e.state !== 'completed' && <em> {e.state}</em>}
           </span>
           <span class="tl-note">{e.name === diverged?.name ? `diverged: the new code called ${diverged.called}` : entryNote(e, now, formatInstant)}</span>
+          {e.error && <StepError entry={e} />}
         </li>
       ))}
     </ol>
+  );
+}
+
+/**
+ * A step's error under its row, on every screen width (the note column folds away on narrow ones):
+ * the message in the summary, the whole of it when opened (a summary line is cut at the row's end).
+ */
+function StepError({ entry }: { entry: TimelineEntry }) {
+  const error = entry.error as NonNullable<TimelineEntry['error']>;
+  const failed = entry.state === 'failed';
+  return (
+    <details class={`tl-error${failed ? ' failed' : ''}`} data-testid="timeline-error">
+      <summary>
+        {failed ? 'Failed' : 'Last failure'}
+        {': '}
+        <span data-testid="timeline-error-message">
+          {error.type}: {error.message}
+        </span>
+      </summary>
+      <p class="small">
+        {entry.failures === 1 ? '1 failed attempt' : `${entry.failures} failed attempts`} of this step; every attempt of the execution, with its stack,
+        is under Attempts below.
+      </p>
+      <pre class="json">{error.message}</pre>
+    </details>
   );
 }
 

@@ -8,8 +8,12 @@ export interface TimelineEntry {
   seq: number;
   name: string;
   kind: TimelineKind;
-  /** `completed`, or still in progress (`running` step, `sleeping`, `waiting` for an event or a child). */
-  state: 'completed' | 'running' | 'sleeping' | 'waiting' | 'interrupted';
+  /**
+   * `completed`; `failed` (a step whose retries ran out); still in progress (`running` step,
+   * `sleeping`, `waiting` for an event or a child); or `interrupted`, left open when its execution
+   * ended (cancelled, or failed elsewhere).
+   */
+  state: 'completed' | 'failed' | 'running' | 'sleeping' | 'waiting' | 'interrupted';
   startedMs: number;
   /** When it finished, or null while in progress. */
   endedMs: number | null;
@@ -23,6 +27,10 @@ export interface TimelineEntry {
   /** For an event wait that finished: whether it timed out rather than receiving the event. */
   timedOut: boolean;
   result: unknown;
+  /** A failed step's error; for a step still being retried, its last failure's. */
+  error: { type: string; message: string } | null;
+  /** How many attempts of the step failed (a completed step may have failed before). */
+  failures: number;
 }
 
 export interface Timeline {
@@ -34,8 +42,9 @@ export interface Timeline {
 
 type ExecutionTimes = Pick<Execution, 'created_at' | 'started_at' | 'completed_at' | 'status'>;
 
-function inProgressState(step: Step, executionEnded: boolean): TimelineEntry['state'] {
-  if (executionEnded) return 'interrupted';
+function entryState(step: Step, executionEnded: boolean): TimelineEntry['state'] {
+  if (step.status === 'completed' || step.status === 'failed') return step.status;
+  if (executionEnded || step.status === 'cancelled') return 'interrupted';
   if (step.kind === 'sleep') return 'sleeping';
   if (step.kind === 'event' || step.kind === 'child') return 'waiting';
   return 'running';
@@ -44,6 +53,11 @@ function inProgressState(step: Step, executionEnded: boolean): TimelineEntry['st
 function isTimedOut(step: Step): boolean {
   const r = step.result as { timed_out?: unknown } | null;
   return step.kind === 'event' && step.status === 'completed' && r !== null && typeof r === 'object' && r.timed_out === true;
+}
+
+function lastError(step: Step): TimelineEntry['error'] {
+  const error = step.error ?? (step.status === 'completed' ? null : step.failed_attempts.at(-1)?.error);
+  return error ? { type: error.type, message: error.message } : null;
 }
 
 /**
@@ -68,7 +82,7 @@ export function buildTimeline(execution: ExecutionTimes, steps: readonly Step[],
       seq: step.seq,
       name: step.name,
       kind: step.kind,
-      state: step.status === 'completed' ? 'completed' : inProgressState(step, endedMs !== null),
+      state: entryState(step, endedMs !== null),
       startedMs: started,
       endedMs: ended,
       durationMs: duration,
@@ -78,6 +92,8 @@ export function buildTimeline(execution: ExecutionTimes, steps: readonly Step[],
       widthPct: Math.max(0.5, (duration / span) * 100),
       timedOut: isTimedOut(step),
       result: step.result,
+      error: lastError(step),
+      failures: step.failed_attempts.length,
     };
   });
   return { entries, startMs, endMs: lastEnd };

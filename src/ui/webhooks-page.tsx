@@ -146,36 +146,38 @@ export function WebhooksPage({ selectedId }: { selectedId?: string }) {
       <ApiErrorBox error={webhooks.error} />
       {!list && !webhooks.error && <p class="muted">Loading…</p>}
       {list && (
-        <table class="webhooks" data-testid="webhooks-table">
-          <thead>
-            <tr>
-              <th>URL</th>
-              <th>Events</th>
-              <th>Tasks</th>
-              <th>Created</th>
-              <th />
-            </tr>
-          </thead>
-          <tbody>
-            {list.length === 0 && (
+        <div class="table-scroll">
+          <table class="webhooks" data-testid="webhooks-table">
+            <thead>
               <tr>
-                <td colSpan={5} class="muted">
-                  No webhook is subscribed yet.
-                </td>
+                <th>URL</th>
+                <th>Events</th>
+                <th>Tasks</th>
+                <th>Created</th>
+                <th />
               </tr>
-            )}
-            {list.map((w) => (
-              <WebhookRow
-                key={w.webhook_id}
-                webhook={w}
-                selected={w.webhook_id === selectedId}
-                now={now}
-                onTested={() => setTestsSent((n) => n + 1)}
-                onRemoved={() => onRemoved(w.webhook_id)}
-              />
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {list.length === 0 && (
+                <tr>
+                  <td colSpan={5} class="muted">
+                    No webhook is subscribed yet.
+                  </td>
+                </tr>
+              )}
+              {list.map((w) => (
+                <WebhookRow
+                  key={w.webhook_id}
+                  webhook={w}
+                  selected={w.webhook_id === selectedId}
+                  now={now}
+                  onTested={() => setTestsSent((n) => n + 1)}
+                  onRemoved={() => onRemoved(w.webhook_id)}
+                />
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
       {selected && <WebhookDeliveries key={selected.webhook_id} webhook={selected} refreshKey={testsSent} />}
       {list && selectedId && !selected && (

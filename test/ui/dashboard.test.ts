@@ -10,6 +10,7 @@ import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { defineTask, NonRetryableError, Type } from '../../src/index';
 import { getSpec } from '../../src/api/spec';
+import { formatDuration } from '../../src/domain/format';
 import type { Worker } from '../../src/engine/worker';
 import { startTestApi, type TestApi } from '../helpers/api-server';
 import { registerTask } from '../helpers/simulated-worker';
@@ -282,6 +283,15 @@ describe('dashboard in headless Chromium', () => {
     await expect(rows.nth(0).getAttribute('data-state')).resolves.toBe('completed');
     await expect(rows.nth(1).getAttribute('data-kind')).resolves.toBe('event');
     await expect(rows.nth(1).getAttribute('data-state')).resolves.toBe('waiting');
+    // Its attempt is suspended, not running: its run time ends where the wait began, and stays there.
+    const attempt = page.locator('[data-testid="attempt-row"][data-attempt="1"]');
+    await expect(attempt.getAttribute('data-outcome')).resolves.toBe('suspended');
+    await expect(attempt.locator('.status').textContent()).resolves.toBe('waiting');
+    const [{ started_at: attemptStart }] = await t.client.listAttempts(ids.held);
+    const wait = (await t.client.listSteps(ids.held)).find((s) => s.kind === 'event');
+    const ran = formatDuration(Date.parse(wait?.started_at as string) - Date.parse(attemptStart as string));
+    await expect(attempt.getByTestId('attempt-run-time').textContent()).resolves.toBe(ran);
+    await expect(page.getByTestId('run-time').textContent()).resolves.toBe(ran);
   });
 
   it('offers the event form only once the task list has answered, with the skeleton of the awaited event', async () => {
@@ -301,8 +311,16 @@ describe('dashboard in headless Chromium', () => {
       await expect(page.getByTestId('event-form').count()).resolves.toBe(0);
       release();
       await page.getByTestId('event-form').waitFor();
-      await expect(page.getByTestId('event-payload').inputValue()).resolves.toBe('{\n  "approved": false\n}');
+      // Nothing filled in that one click would send (`"approved": false` rejected the order): the
+      // schema's shape as a placeholder, and the button off until the operator types.
+      await expect(page.getByTestId('event-payload').inputValue()).resolves.toBe('');
+      await expect(page.getByTestId('event-payload').getAttribute('placeholder')).resolves.toBe('{\n  "approved": <boolean>,\n  "approver": <string> (optional)\n}');
+      await expect(page.getByTestId('send-event').isDisabled()).resolves.toBe(true);
       await expect(page.getByTestId('event-name').inputValue()).resolves.toBe('approval');
+      await page.getByTestId('event-payload').fill('{}');
+      await expect(page.getByTestId('send-event').isDisabled()).resolves.toBe(false);
+      await page.getByTestId('event-payload').fill(' ');
+      await expect(page.getByTestId('send-event').isDisabled()).resolves.toBe(true);
     } finally {
       release();
       await Promise.all(answered);
@@ -550,12 +568,39 @@ describe('dashboard in headless Chromium', () => {
     await expect(page.getByTestId('idempotency-key').textContent()).resolves.toBe('order-A-2002-charge');
     await expect(page.getByTestId('tags').textContent()).resolves.toBe('checkouteu');
     await page.getByTestId('retry').waitFor();
+    // The step that failed is red and says so, its error at hand: in the row's tooltip and under it.
+    const charge = page.locator('[data-testid="timeline-entry"][data-kind="step"]').nth(1);
+    await expect(charge.getAttribute('data-state')).resolves.toBe('failed');
+    await expect(charge.locator('.tl-duration em').textContent()).resolves.toBe(' failed');
+    await expect(charge.locator('.tl-bar').evaluate((el) => getComputedStyle(el).backgroundColor)).resolves.toBe('rgb(198, 47, 59)');
+    await expect(charge.getAttribute('title')).resolves.toBe('Failed: payment gateway timed out');
+    await expect(charge.getByTestId('timeline-error-message').textContent()).resolves.toBe('NonRetryableError: payment gateway timed out');
+    await charge.getByTestId('timeline-error').locator('summary').click();
+    await expect(charge.getByTestId('timeline-error').locator('pre').textContent()).resolves.toBe('payment gateway timed out');
     await screenshot('execution-attempts');
 
+    // As if the operator came back ten minutes later: the first attempt, and the execution's start, ten minutes back.
+    await t.db.raw(`UPDATE stepwise.attempts SET started_at = started_at - interval '10 minutes', ended_at = ended_at - interval '10 minutes' WHERE execution_id = ?`, [id]);
+    await t.db.raw(
+      `UPDATE stepwise.executions SET created_at = created_at - interval '10 minutes', started_at = started_at - interval '10 minutes', completed_at = completed_at - interval '10 minutes' WHERE id = ?`,
+      [id],
+    );
+    await page.reload();
+    await page.locator('[data-testid="execution-detail"][data-status="failed"]').waitFor();
     paymentsMended = true;
     await page.getByTestId('retry').click();
     await page.locator('[data-testid="execution-detail"][data-status="completed"]').waitFor({ timeout: 15_000 });
     await section.locator('[data-testid="attempt-row"][data-attempt="2"][data-outcome="completed"]').waitFor();
+    // Run time is the attempts' own (no step waits here: each attempt's span), the ten minutes between them waiting.
+    const [attempts, finished] = await Promise.all([t.client.listAttempts(id), t.client.get(id)]);
+    const spans = attempts.map((a) => Date.parse(a.ended_at as string) - Date.parse(a.started_at as string));
+    const ran = spans.reduce((a, b) => a + b, 0);
+    const elapsed = Date.parse(finished.completed_at as string) - Date.parse(finished.started_at as string);
+    expect(elapsed).toBeGreaterThan(10 * 60_000);
+    await expect(page.getByTestId('run-time').textContent()).resolves.toBe(formatDuration(ran));
+    await expect(page.getByTestId('wait-time').textContent()).resolves.toBe(formatDuration(elapsed - ran));
+    await expect(page.getByTestId('wait-time').textContent()).resolves.toMatch(/^10m \d\ds$/);
+    await expect(section.getByTestId('attempt-run-time').allTextContents()).resolves.toEqual(spans.map(formatDuration));
     await expect(page.getByTestId('retry').count()).resolves.toBe(0);
     await expect(page.getByTestId('retry-error').count()).resolves.toBe(0);
     await expect(t.client.get(id)).resolves.toMatchObject({ status: 'completed', output: { charged: true } });
@@ -821,6 +866,80 @@ describe('dashboard in headless Chromium', () => {
     // Its task has no keyed limit: no concurrency key to show.
     await expect(page.getByTestId('concurrency-key').count()).resolves.toBe(0);
     await expect(t.client.get(urgent.execution_id)).resolves.toMatchObject({ priority: 5, concurrency_key: null });
+  });
+
+  it('charts the executions created, completed and failed per minute over the last hour, on the list and on each task', async () => {
+    type Totals = { created: number; completed: number; failed: number };
+    const fromApi = async (task?: string): Promise<Totals> => {
+      const { buckets } = await t.client.throughput(task === undefined ? {} : { task });
+      return { created: buckets.reduce((n, b) => n + b.created, 0), completed: buckets.reduce((n, b) => n + b.completed, 0), failed: buckets.reduce((n, b) => n + b.failed, 0) };
+    };
+    const shownIn = async (chart: ReturnType<Page['getByTestId']>): Promise<Totals> => {
+      await chart.and(page.locator('[data-loaded="true"]')).waitFor();
+      const total = async (key: string) => Number(await chart.getByTestId(`throughput-total-${key}`).getAttribute('data-total'));
+      return { created: await total('created'), completed: await total('completed'), failed: await total('failed') };
+    };
+    // Workers may still finish something between the two reads: load the page again until they agree.
+    const agree = async (hash: string, chart: () => ReturnType<Page['getByTestId']>, task?: string) => {
+      await waitUntil(async () => {
+        await page.goto(`${t.api.url}/ui${hash}`);
+        await page.reload();
+        const shown = await shownIn(chart());
+        return JSON.stringify(shown) === JSON.stringify(await fromApi(task));
+      }, 'the chart to show what the API counts');
+    };
+
+    await agree('#/executions', () => page.getByTestId('throughput-chart'));
+    const chart = page.getByTestId('throughput-chart');
+    const totals = await shownIn(chart);
+    expect(totals.created).toBeGreaterThan(20);
+    expect(totals.completed).toBeGreaterThan(5);
+    expect(totals.failed).toBeGreaterThan(3);
+    // Accessible: an image named by its title, described by its totals, and a table to open.
+    const svg = chart.getByTestId('throughput-svg');
+    await expect(svg.getAttribute('role')).resolves.toBe('img');
+    const [titleId, descId] = ((await svg.getAttribute('aria-labelledby')) as string).split(' ');
+    await expect(page.locator(`[id="${titleId}"]`).textContent()).resolves.toBe('Executions per minute, last hour');
+    await expect(page.locator(`[id="${descId}"]`).textContent()).resolves.toMatch(
+      new RegExp(`^In the last hour: ${totals.created} created, ${totals.completed} completed, ${totals.failed} failed; the busiest minute began .* UTC\\.$`),
+    );
+    await expect(svg.locator('g[data-series="failed"] rect').count()).resolves.toBeGreaterThan(0);
+    await chart.locator('summary', { hasText: 'As a table' }).click();
+    const rows = chart.getByTestId('throughput-table').locator('tbody tr');
+    await expect(rows.count()).resolves.toBeGreaterThan(0);
+    const cells = await rows.evaluateAll((trs) => trs.map((tr) => Array.from(tr.querySelectorAll('td')).slice(1).map((td) => Number(td.textContent))));
+    expect(cells.reduce((sum, [c, d, f]) => ({ created: sum.created + c, completed: sum.completed + d, failed: sum.failed + f }), { created: 0, completed: 0, failed: 0 })).toEqual(totals);
+
+    // On the tasks page, each card charts its own task.
+    await agree('#/tasks', () => page.getByTestId('task-ui-doomed').getByTestId('throughput-chart'), 'ui-doomed');
+    const doomed = await shownIn(page.getByTestId('task-ui-doomed').getByTestId('throughput-chart'));
+    expect(doomed).toEqual({ created: expect.any(Number), completed: 0, failed: doomed.created });
+    expect(doomed.failed).toBeGreaterThan(0);
+  });
+
+  it('fits a phone, a small laptop and a wide screen without scrolling sideways', async () => {
+    const { execution_id: flakyId } = (await t.client.list({ task: 'ui-flaky', limit: 1 })).executions[0];
+    const pages = ['#/executions', `#/executions/${flakyId}`, `#/executions/${ids.held}`, '#/tasks', '#/workers', '#/webhooks'];
+    try {
+      for (const [width, height] of [[390, 844], [800, 760], [1400, 760]]) {
+        await page.setViewportSize({ width, height });
+        for (const hash of pages) {
+          await page.goto(`${t.api.url}/ui${hash}`);
+          await page.locator('main h1').first().waitFor();
+          await page.locator('main :is([data-testid="executions-table"], [data-testid="execution-detail"] [data-testid="attempts-section"], .task-grid > section, [data-testid="workers-table"], [data-testid="webhooks-table"])').first().waitFor();
+          const fits = await page.evaluate(() => ({ scroll: (document.scrollingElement as Element).scrollWidth, inner: innerWidth }));
+          expect({ width, hash, fits: fits.scroll <= fits.inner }).toEqual({ width, hash, fits: true });
+        }
+        await page.goto(`${t.api.url}/ui#/executions`);
+        await page.getByTestId('executions-table').waitFor();
+        await page.locator('[data-testid="throughput-chart"][data-loaded="true"]').waitFor();
+        const file = path.join(DOCS_IMAGES, `dashboard-${width}.png`);
+        await page.screenshot({ path: file });
+        expect(statSync(file).size).toBeLessThan(200 * 1024);
+      }
+    } finally {
+      await page.setViewportSize({ width: 1360, height: 900 });
+    }
   });
 });
 

@@ -1,4 +1,4 @@
-import { checkJson, sampleFromSchema } from '../../src/ui/json-input';
+import { checkJson, sampleFromSchema, skeletonFromSchema } from '../../src/ui/json-input';
 
 const approval = {
   type: 'object',
@@ -54,5 +54,31 @@ describe('sampleFromSchema', () => {
     };
     expect(sampleFromSchema(schema)).toEqual({ id: '', count: 1, mode: 'fast', tags: [], flag: true });
     expect(sampleFromSchema(null)).toBeNull();
+  });
+});
+
+describe('skeletonFromSchema', () => {
+  it('names each property and the type it takes, optional ones marked, and is no JSON that could be sent as is', () => {
+    const text = skeletonFromSchema(approval);
+    expect(text).toBe('{\n  "approved": <boolean>,\n  "note": <string> (optional)\n}');
+    expect(checkJson(text, approval).ok).toBe(false);
+  });
+
+  it('shows enums, minimums, arrays and nested objects, and any JSON without a schema', () => {
+    const schema = {
+      type: 'object',
+      required: ['mode', 'count', 'address'],
+      properties: {
+        mode: { enum: ['fast', 'slow'] },
+        count: { type: 'integer', minimum: 1 },
+        ids: { type: 'array', items: { type: 'string' } },
+        address: { type: 'object', required: ['city'], properties: { city: { type: 'string' } } },
+      },
+    };
+    expect(skeletonFromSchema(schema)).toBe(
+      '{\n  "mode": <"fast" | "slow">,\n  "count": <integer ≥ 1>,\n  "ids": [<string>, …] (optional),\n  "address": {\n    "city": <string>\n  }\n}',
+    );
+    expect(skeletonFromSchema(undefined)).toBe('<any JSON value>');
+    expect(skeletonFromSchema({ type: 'null' })).toBe('<null>');
   });
 });

@@ -51,6 +51,29 @@ describe('buildTimeline', () => {
     expect(t.entries[1].widthPct).toBe(0.5);
   });
 
+  it('shows a step whose retries ran out as failed, with its error, not as interrupted', () => {
+    const failed = { ...running, status: 'failed' as const, completed_at: at(3000) };
+    const error = { type: 'NonRetryableError', message: 'payment gateway timed out', retryable: false };
+    const charge = step(1, 'step', 1000, 2000, {
+      status: 'failed',
+      error,
+      failed_attempts: [{ attempt: 1, error, started_at: at(1000), ended_at: at(2000) }],
+    });
+    const t = buildTimeline(failed, [step(0, 'step', 0, 1000), charge], T0 + 60_000);
+    expect(t.entries.map((e) => e.state)).toEqual(['completed', 'failed']);
+    expect(t.entries[1]).toMatchObject({ durationMs: 1000, failures: 1, error: { type: 'NonRetryableError', message: 'payment gateway timed out' } });
+    expect(t.entries[0].error).toBeNull();
+  });
+
+  it("keeps a step still being retried in progress with its last failure, and a cancelled one's as interrupted", () => {
+    const boom = (n: number) => ({ attempt: n, error: { type: 'Error', message: `boom ${n}`, retryable: true }, started_at: at(0), ended_at: at(10) });
+    const retrying = step(0, 'step', 0, null, { failed_attempts: [boom(1), boom(2)] });
+    const t = buildTimeline(running, [retrying], T0 + 100);
+    expect(t.entries[0]).toMatchObject({ state: 'running', failures: 2, error: { message: 'boom 2' } });
+    const cancelled = buildTimeline(running, [step(0, 'sleep', 0, 50, { status: 'cancelled' })], T0 + 100);
+    expect(cancelled.entries[0].state).toBe('interrupted');
+  });
+
   it('labels in-progress sleeps and steps by what they are doing', () => {
     const t = buildTimeline(running, [step(0, 'sleep', 0, null), step(1, 'step', 0, null)], T0 + 1);
     expect(t.entries.map((e) => e.state)).toEqual(['sleeping', 'running']);
