@@ -22,7 +22,8 @@ export type ErrorCode =
   | 'forbidden'
   | 'webhook_not_found'
   | 'execution_not_upgradable'
-  | 'task_version_not_served';
+  | 'task_version_not_served'
+  | 'lease_lost';
 
 /** One failed check of a request, pointing at the offending location. */
 export interface ErrorDetail {
@@ -243,6 +244,16 @@ export class WebhookNotFoundError extends AppError {
 export class ForbiddenError extends AppError {
   constructor(message: string) {
     super('forbidden', 403, message);
+  }
+}
+
+/**
+ * A worker's write whose lease no longer holds: the execution was cancelled, taken over, released or
+ * finished, or the token never held it. Nothing was written (the worker protocol's per-item 409).
+ */
+export class LeaseLostError extends AppError {
+  constructor(executionId: string) {
+    super('lease_lost', 409, `the lease of execution ${executionId.slice(0, 100)} is not held by this token (cancelled, taken over, released or finished)`);
   }
 }
 
