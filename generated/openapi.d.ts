@@ -1869,11 +1869,8 @@ export interface components {
             version?: string;
             /** @description The most handlers it runs at once. */
             concurrency: number;
-            /**
-             * @description Silence after which the registry reports it `lost`; more than its heartbeat interval (three intervals is usual).
-             * @default 15000
-             */
-            lost_after_ms: number;
+            /** @description Silence after which the registry reports it `lost`; more than its heartbeat interval (three intervals is usual). Default 15000. */
+            lost_after_ms?: number;
             started_at?: components["schemas"]["Timestamp"];
             /** @description The tasks it serves. */
             tasks: components["schemas"]["WorkerTask"][];
@@ -1914,11 +1911,8 @@ export interface components {
         WorkerCron: {
             /** @description The cron pattern (five fields, or six with seconds first). */
             pattern: string;
-            /**
-             * @description The IANA time zone the pattern is read in.
-             * @default UTC
-             */
-            timezone: string;
+            /** @description The IANA time zone the pattern is read in; default `UTC`. */
+            timezone?: string;
         };
         /** @description A concurrency limit as a worker registers it. */
         WorkerConcurrency: {
@@ -1961,16 +1955,12 @@ export interface components {
             /** @description Handlers it runs now. */
             running: number;
             /**
-             * @description `active`; `stopping` once its shutdown began; `stopped` in its last call, which removes it from the registry.
-             * @default active
+             * @description `active` (the default); `stopping` once its shutdown began; `stopped` in its last call, which removes it from the registry.
              * @enum {string}
              */
-            state: "active" | "stopping" | "stopped";
-            /**
-             * @description How long each renewed lease lasts from now.
-             * @default 30000
-             */
-            lease_ms: number;
+            state?: "active" | "stopping" | "stopped";
+            /** @description How long each renewed lease lasts from now; default 30000. */
+            lease_ms?: number;
             /** @description The leases to renew. */
             leases?: components["schemas"]["LeaseRef"][];
         };
@@ -1999,11 +1989,8 @@ export interface components {
             name: components["schemas"]["TaskName"];
             /** @description The version the worker runs (as it registered it), or null (absent) for none. Only executions pinned to it, or not started yet, are claimed. */
             version?: string | null;
-            /**
-             * @description Whether the claim takes executions that never started (which it pins to this version); false while another version is current (see `starting`).
-             * @default true
-             */
-            starts_new: boolean;
+            /** @description Whether the claim takes executions that never started (which it pins to this version); false while another version is current (see `starting`). Default true. */
+            starts_new?: boolean;
         };
         /** @description A worker's claim. */
         ClaimRequest: {
@@ -2014,16 +2001,10 @@ export interface components {
             max: number;
             /** @description How many of them the worker can start at once (its free handler slots); tasks with a concurrency or rate limit are claimed only into these. Default `max`. */
             slots?: number;
-            /**
-             * @description How long each lease lasts from the claim, unless renewed.
-             * @default 30000
-             */
-            lease_ms: number;
-            /**
-             * @description How long to wait for due executions before answering with none.
-             * @default 20000
-             */
-            wait_ms: number;
+            /** @description How long each lease lasts from the claim, unless renewed; default 30000. */
+            lease_ms?: number;
+            /** @description How long to wait for due executions before answering with none; default 20000. */
+            wait_ms?: number;
         };
         /** @description A claim's answer. */
         ClaimAnswer: {
@@ -2147,11 +2128,10 @@ export interface components {
             seq: components["schemas"]["Seq"];
             name: components["schemas"]["OperationName"];
             /**
-             * @description `step` (`ctx.step`), or `patch`: a marker that `ctx.patched` answered true here, named by its change id.
-             * @default step
+             * @description `step` (`ctx.step`, the default), or `patch`: a marker that `ctx.patched` answered true here, named by its change id.
              * @enum {string}
              */
-            kind: "step" | "patch";
+            kind?: "step" | "patch";
             /** @description The step's value as JSON; absent when the step returned none. */
             result?: unknown;
             started_at: components["schemas"]["Timestamp"];

@@ -19,6 +19,7 @@ import { createInsertBatcher } from './insert-batcher';
 import { createExecutionReader } from './execution-reader';
 import type { Tracing } from '../telemetry/tracing';
 import { StreamsBeacon } from './streams-beacon';
+import { WorkerProtocol } from './worker-protocol/protocol';
 
 export interface ApiServerDeps {
   config: Readonly<Config>;
@@ -154,6 +155,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   const taskSchemas = new TaskSchemaCache(db);
   const unfollow = taskSchemas.follow(listener);
   const listening = startListening(listener, log);
+  const workerProtocol = new WorkerProtocol({ db, log, listener });
   const spec = getSpec();
   const app = createApiApp({
     config,
@@ -167,6 +169,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     reader,
     changes,
     tracing: deps.tracing ?? null,
+    workerProtocol,
     routes: {
       spec,
       authenticators: {
@@ -185,6 +188,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     unmeasure();
     unfollow();
     listening.stop();
+    await workerProtocol.close();
     beacon.stop();
     waiters.stop();
     changes.stop();
@@ -210,7 +214,10 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
         beacon.stop();
         waiters.stop();
         changes.stop();
+        // Waiting claims answer with nothing now; writes in flight finish before the pool may go.
+        const protocolClosed = workerProtocol.close();
         await closeGracefully(server, 5000);
+        await protocolClosed;
         unfollow();
         if (ownsListener) await listener.stop();
       })();
