@@ -4,6 +4,7 @@ import { mayPrefetch, type FlowPolicy } from '../domain/flow';
 import type { ClaimedExecution, ClaimTask, CompleteAndClaimResult } from '../store/transitions/claim';
 import type { ThrottledClaim } from '../store/transitions/claim-throttled';
 import type { Completion } from '../store/transitions/complete';
+import { RemoteWorkerBackend } from '../remote/remote-backend';
 import { CronFirer } from './cron';
 import { DirectWorkerBackend } from './direct-backend';
 import { ExecutionRunner } from './execution-runner';
@@ -30,7 +31,7 @@ const COMPLETION_LINGER_MS = 2;
 /** The port a worker's options ask for: theirs, the remote API server's, or the database's. */
 function backendFor(options: WorkerOptions): WorkerBackend {
   if (options.backend) return options.backend;
-  if (options.remote) throw new TypeError('remote workers are not available yet');
+  if (options.remote) return new RemoteWorkerBackend({ ...options.remote, log: options.log });
   if (!options.db || options.databaseUrl === undefined) throw new TypeError('a worker needs db and databaseUrl, or remote: { url, token }');
   return new DirectWorkerBackend(options.db, options.databaseUrl, options.listener);
 }

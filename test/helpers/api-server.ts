@@ -6,6 +6,7 @@ import { createLogger, type Logger } from '../../src/logger';
 import type { Db } from '../../src/store/db';
 import { createTestDatabase, type TestDatabase } from './db';
 import { findSpecViolations, recordResponse, SpecViolationError, type RecordedResponse } from './spec-matcher';
+import { useApiForRemoteWorkers } from './worker';
 
 /** Collects a logger's JSON lines in memory (for tests that read the log). */
 export class LogCapture extends Writable {
@@ -78,6 +79,8 @@ export async function startTestApi(options: TestApiOptions = {}): Promise<TestAp
   const api = await startApiServer({ config, databaseUrl: url, db, log, streamsAnnounceMs: options.streamsAnnounceMs });
   const base = new URL(api.url);
   const violations: string[] = [];
+  // Remote test workers (STEPWISE_TEST_WORKER_MODE=remote) on this database talk to this server.
+  useApiForRemoteWorkers(db, { url: api.url, token: options.tokens?.[0] });
 
   const check = (rec: RecordedResponse) => {
     const problems = findSpecViolations(rec);
@@ -118,6 +121,7 @@ export async function startTestApi(options: TestApiOptions = {}): Promise<TestAp
       return rec;
     },
     async close() {
+      useApiForRemoteWorkers(db, undefined);
       await api.close();
       if (t) await t.drop();
       expect(violations).toEqual([]);

@@ -10,6 +10,7 @@ import { getTask } from '../../store/tasks';
 import { claimForWorkers, type ClaimedExecution, type ClaimTask } from '../../store/transitions/claim';
 import { claimThrottledExecutions } from '../../store/transitions/claim-throttled';
 import { returnUnstarted } from '../../store/transitions/release';
+import { startingTasks } from '../../store/versions';
 
 /** What a remote worker's claim asks for (the ClaimRequest of openapi.yaml, defaults applied). */
 export interface ClaimWish {
@@ -56,7 +57,7 @@ interface Waiter {
   reject(err: unknown): void;
 }
 
-/** How long a task's recorded flow control is trusted (a notification of its registration drops it sooner). */
+/** How long a task's recorded flow control, or which version starts it, is trusted (a notification of its registration drops it sooner). */
 const FLOW_TTL_MS = 5000;
 /** A round that took every place offered may have left more due: the next one runs at once, this many times in a row at most. */
 const MAX_ROUNDS_IN_A_ROW = 20;
@@ -90,6 +91,8 @@ export class WorkerClaims {
   private stopped = false;
   private readonly schedule = new WakeSchedule(() => this.wake());
   private readonly flows = new Map<string, { flow: FlowPolicy; at: number }>();
+  /** Per task and version, whether that version starts new executions (see startingTasks). */
+  private readonly starting = new Map<string, { starts: boolean; at: number }>();
   /** Per limited task, the key its last claim ended on: keys take turns (see claimThrottledExecutions). */
   private readonly cursors = new Map<string, string>();
   private readonly pollIntervalMs: number;
@@ -163,6 +166,7 @@ export class WorkerClaims {
   private heard(channel: string, payload: string): void {
     if (channel === CHANNEL_TASKS) {
       this.flows.delete(payload);
+      for (const key of this.starting.keys()) if (key.startsWith(`${payload}\u0000`)) this.starting.delete(key);
       return;
     }
     if (channel !== CHANNEL_WORK || this.waiters.length === 0) return;
@@ -237,9 +241,26 @@ export class WorkerClaims {
     return full;
   }
 
+  /**
+   * The tasks as a claim may take them now: a task whose version is no longer the current one (another
+   * registered since) starts no new executions, whatever the worker, which hears of it only at its next
+   * heartbeat, asked. Only ever narrows what the worker asked.
+   */
+  private async current(tasks: ServedTask[]): Promise<ServedTask[]> {
+    const key = (t: ServedTask) => `${t.name}\u0000${t.version}`;
+    const now = Date.now();
+    const stale = tasks.filter((t) => t.startsNew !== false && !(now - (this.starting.get(key(t))?.at ?? -Infinity) < FLOW_TTL_MS));
+    if (stale.length > 0) {
+      const starts = await startingTasks(this.options.db, stale);
+      for (const t of stale) this.starting.set(key(t), { starts: starts.has(t.name), at: now });
+    }
+    return tasks.map((t) => (t.startsNew !== false && this.starting.get(key(t))?.starts === false ? { ...t, startsNew: false } : t));
+  }
+
   /** Claims for the waiters of one group (same tasks, same lease length). */
   private async roundOf(group: Waiter[]): Promise<boolean> {
-    const { tasks, wish } = group[0];
+    const { wish } = group[0];
+    const tasks = await this.current(group[0].tasks);
     const flows = await Promise.all(tasks.map((t) => this.flowOf(t.name).catch(() => NO_LIMITS)));
     const limited = tasks.filter((_, i) => isThrottled(flows[i]));
     const free = tasks.filter((_, i) => !isThrottled(flows[i]));

@@ -1,13 +1,34 @@
 import type { components } from '../../../generated/openapi';
 import { parseCronTrigger } from '../../domain/cron';
 import { parseFlow, type FlowOptions } from '../../domain/flow';
-import { compileJsonSchema } from '../../domain/json-schema';
+import { compileJsonSchema, describeSchemaErrors } from '../../domain/json-schema';
+import { toStoredValue } from '../../domain/json';
+import type { TaskValidators } from '../../store/task-schemas';
+import { toErrorDetails } from '../validation';
 import { resolveRetryPolicy } from '../../domain/retry';
 import { parseTaskVersion } from '../../domain/version';
 import { InvalidDataError, type ErrorDetail } from '../../errors';
 import type { TaskRegistration } from '../../store/tasks';
 
 type WorkerTask = components['schemas']['WorkerTask'];
+
+/**
+ * A child execution's data as it will be stored, checked against its task's schema, with the message
+ * a worker with a database gives (see ChildTaskChecker): invalid_data otherwise.
+ */
+export function toValidChildData(task: TaskValidators, data: unknown, path: string): unknown {
+  let stored: unknown;
+  try {
+    stored = toStoredValue(data, `the data of a child execution of task ${JSON.stringify(task.name)}`);
+  } catch (err) {
+    throw new InvalidDataError((err as Error).message, [{ path, message: (err as Error).message }]);
+  }
+  const validate = task.validateData;
+  if (validate && !validate(stored)) {
+    throw new InvalidDataError(`data for a child execution of task ${JSON.stringify(task.name)} does not match its schema: ${describeSchemaErrors(validate.errors)}`, toErrorDetails(path, validate.errors));
+  }
+  return stored;
+}
 
 /** Runs one check of a task's definition; what it throws becomes a detail at `path`. */
 function checked<T>(details: ErrorDetail[], path: string, check: () => T): T | undefined {

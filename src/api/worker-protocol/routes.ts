@@ -17,7 +17,7 @@ import { recordHeartbeatOfRow, startingTasks } from '../../store/versions';
 import { deleteLostWorkers, deleteWorker, markWorkerStopping, registerWorker } from '../../store/workers';
 import type { ApiDeps } from '../deps';
 import type { ApiState } from '../state';
-import { toValidData } from '../task-checks';
+import { toValidChildData } from './registrations';
 import { addOperation, type RouteOptions } from '../typed';
 import type { WorkerProtocol } from './protocol';
 import { toTaskRegistrations } from './registrations';
@@ -182,8 +182,8 @@ export function addWorkerProtocolRoutes(router: Router<ApiState>, deps: ApiDeps,
         answering(async (): Promise<Schemas['ChildStarted'] | ItemError> => {
           const refused = tooLarge(item.data, valueBytes, `body/items/${i}/data`);
           if (refused) return refused;
-          // Checked as a client's schedule is: the task registered, the data against its schema.
-          const data = toValidData(await deps.taskSchemas.getTask(item.task), item.data);
+          // Checked as a worker with a database checks it (ChildTaskChecker): the task registered, the data against its schema.
+          const data = toValidChildData(await deps.taskSchemas.getTask(item.task), item.data, `body/items/${i}/data`);
           const child = {
             id: newExecutionId(),
             seq: item.seq,
