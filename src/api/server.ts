@@ -11,7 +11,7 @@ import { createApiApp } from './app';
 import { metricsTokens, requireBearerToken } from './auth';
 import { ExecutionChanges } from './execution-changes';
 import { ExecutionWaiters } from './execution-waiters';
-import { measureLongPolls, measureStreams } from './metrics';
+import { measureLongPolls, measureStreams, measureWorkerClaims } from './metrics';
 import { measureQueue } from './queue-metrics';
 import { getSpec } from './spec';
 import { TaskSchemaCache } from '../store/task-schemas';
@@ -145,17 +145,19 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   beacon.start();
   const changes = new ExecutionChanges({ db, listener, log });
   changes.start();
+  const workerProtocol = new WorkerProtocol({ db, log, listener });
   const unmeasureLongPolls = measureLongPolls(registry, () => waiters.size);
   const unmeasureStreams = measureStreams(registry, () => ({ execution: waiters.streams, changes: changes.size }));
+  const unmeasureClaims = measureWorkerClaims(registry, () => workerProtocol.claims.size);
   const unmeasure = () => {
     unmeasureLongPolls();
     unmeasureStreams();
+    unmeasureClaims();
   };
   measureQueue(registry, db);
   const taskSchemas = new TaskSchemaCache(db);
   const unfollow = taskSchemas.follow(listener);
   const listening = startListening(listener, log);
-  const workerProtocol = new WorkerProtocol({ db, log, listener });
   const spec = getSpec();
   const app = createApiApp({
     config,

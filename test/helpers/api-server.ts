@@ -47,6 +47,7 @@ export interface TestApiOptions {
   basePath?: string;
   http?: Partial<Config['http']>;
   webhooks?: Partial<Config['webhooks']>;
+  limits?: Partial<Config['limits']>;
   logLevel?: string;
   /** Use this database pool (and URL) instead of a fresh test database. */
   db?: { db: Db; url: string };
@@ -72,6 +73,7 @@ export async function startTestApi(options: TestApiOptions = {}): Promise<TestAp
       'metrics.token': options.metricsToken,
       ...Object.fromEntries(Object.entries(options.http ?? {}).map(([k, v]) => [`http.${k}`, v])),
       ...Object.fromEntries(Object.entries(options.webhooks ?? {}).map(([k, v]) => [`webhooks.${k}`, v])),
+      ...Object.fromEntries(Object.entries(options.limits ?? {}).map(([k, v]) => [`limits.${k}`, v])),
     },
   });
   const logs = new LogCapture();
