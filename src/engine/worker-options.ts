@@ -20,7 +20,7 @@ export interface WorkerObserver extends ExecutionObserver {
 
 /** Where a remote worker's API server is, and the token it presents (see docs/worker-protocol.md). */
 export interface RemoteOptions {
-  /** The API server's base URL (its base path included), such as `http://127.0.0.1:8080`. */
+  /** The API server's base URL (its base path included), such as `http://127.0.0.1:8080`; several, comma-separated, are tried in turn. */
   url: string;
   token?: string;
 }

@@ -37,32 +37,47 @@ export type BodyOf<P extends WorkerPath> = PostOf<P>['requestBody']['content']['
 export type AnswerOf<P extends WorkerPath> = PostOf<P>['responses'][200]['content']['application/json'];
 
 /**
- * HTTP to one API server's worker protocol, with the worker's token. Every failure to get an answer,
- * and every 5xx, is RemoteUnavailableError; any other error answer is RemoteRequestError.
+ * HTTP to the worker protocol of an API server, with the worker's token. `url` may list several
+ * servers, comma-separated: requests go to one until it cannot be reached (or answers 5xx), then to
+ * the next. Every failure to get an answer, and every 5xx, is RemoteUnavailableError; any other
+ * error answer is RemoteRequestError.
  */
 export class WorkerTransport {
-  private readonly client: Client<paths>;
+  private readonly clients: Array<Client<paths>>;
+  private current = 0;
 
   constructor(options: { url: string; token?: string; fetch?: typeof fetch }) {
     const headers: Record<string, string> = options.token ? { Authorization: `Bearer ${options.token}` } : {};
-    this.client = createClient<paths>({ baseUrl: options.url.replace(/\/+$/, ''), headers, fetch: options.fetch });
+    const urls = options.url.split(',').map((u) => u.trim().replace(/\/+$/, '')).filter((u) => u !== '');
+    if (urls.length === 0) throw new TypeError('a remote worker needs the URL of an API server');
+    this.clients = urls.map((baseUrl) => createClient<paths>({ baseUrl, headers, fetch: options.fetch }));
   }
 
   async post<P extends WorkerPath>(path: P, body: BodyOf<P>, signal?: AbortSignal): Promise<AnswerOf<P>> {
+    const at = this.current;
     let answer: { data?: unknown; error?: unknown; response: Response };
     try {
       // The client's generic signature is per path: the call is typed by the aliases above instead.
-      answer = await (this.client.POST as (p: string, init: unknown) => Promise<{ data?: unknown; error?: unknown; response: Response }>)(path, { body, signal });
+      answer = await (this.clients[at].POST as (p: string, init: unknown) => Promise<{ data?: unknown; error?: unknown; response: Response }>)(path, { body, signal });
     } catch (err) {
       if ((err as Error).name === 'AbortError') throw err;
+      this.next(at);
       throw new RemoteUnavailableError(err);
     }
     const { response } = answer;
     if (response.ok) return answer.data as AnswerOf<P>;
     const envelope = answer.error as { error?: { code?: string; message?: string } } | undefined;
     const what = `${path} answered ${response.status}${envelope?.error?.message ? `: ${envelope.error.message}` : ''}`;
-    if (response.status >= 500 || response.status === 429) throw new RemoteUnavailableError(new Error(what));
+    if (response.status >= 500 || response.status === 429) {
+      this.next(at);
+      throw new RemoteUnavailableError(new Error(what));
+    }
     throw new RemoteRequestError(response.status, envelope?.error?.code, what);
+  }
+
+  /** The server at `failed` is away: the next request goes to the next one (the caller retries). */
+  private next(failed: number): void {
+    if (this.current === failed) this.current = (failed + 1) % this.clients.length;
   }
 }
 
