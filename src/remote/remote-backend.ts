@@ -22,6 +22,8 @@ type Schemas = components['schemas'];
 const CLAIM_WAIT_MS = 20_000;
 /** Histories of claimed executions kept for their runs; past this the oldest go (a run then fails and is retried). */
 const HISTORIES_KEPT = 50_000;
+/** Histories a resume in this process read, kept in case it cannot resume and replays instead. */
+const RESUMED_KEPT = 1024;
 
 export interface RemoteBackendOptions {
   /** The API server's base URL, its base path included. */
@@ -67,6 +69,8 @@ export class RemoteWorkerBackend implements WorkerBackend {
   private claiming = new AbortController();
   /** The history each claimed execution came with, until its run reads it. */
   private readonly histories = new Map<string, ReplayRecord[]>();
+  /** Those a resume read (loadReplayRecords): the run replays from one when the resume cannot go on. */
+  private readonly resumed = new Map<string, ReplayRecord[]>();
   private readonly batchers = new Map<WorkerPath, GroupCommitter<unknown, unknown>>();
 
   constructor(private readonly options: RemoteBackendOptions) {
@@ -201,6 +205,8 @@ export class RemoteWorkerBackend implements WorkerBackend {
   }
 
   async returnUnstarted(items: readonly Unstarted[]): Promise<Set<string>> {
+    // Never started: nothing will read their histories.
+    for (const i of items) this.histories.delete(i.id);
     return this.releasing(items.map((i) => ({ ...leaseFields(i), previous_status: i.previousStatus })));
   }
 
@@ -211,15 +217,19 @@ export class RemoteWorkerBackend implements WorkerBackend {
   }
 
   async loadReplayHistory(executionId: string): Promise<ReplayRecord[]> {
-    const history = this.histories.get(executionId);
+    const history = this.histories.get(executionId) ?? this.resumed.get(executionId);
     if (!history) throw new Error(`the history of execution ${executionId} did not come with its claim`);
     this.histories.delete(executionId);
+    this.resumed.delete(executionId);
     return history;
   }
 
   async loadReplayRecords(executionId: string, seqs: readonly number[], fromSeq: number): Promise<ReplayRecord[]> {
     const history = this.histories.get(executionId);
     if (!history) throw new Error(`the history of execution ${executionId} did not come with its claim`);
+    this.histories.delete(executionId);
+    this.resumed.set(executionId, history);
+    if (this.resumed.size > RESUMED_KEPT) this.resumed.delete(this.resumed.keys().next().value as string);
     return history.filter((r) => seqs.includes(r.seq) || r.seq >= fromSeq);
   }
 

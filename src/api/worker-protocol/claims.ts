@@ -95,6 +95,13 @@ export class WorkerClaims {
   private readonly starting = new Map<string, { starts: boolean; at: number }>();
   /** Per limited task, the key its last claim ended on: keys take turns (see claimThrottledExecutions). */
   private readonly cursors = new Map<string, string>();
+  /**
+   * Groups whose last claim came back short with no wake-up since: nothing of theirs is due, so a
+   * claim arriving for one (a worker polling again) waits for the next wake-up or poll instead of
+   * sending a statement that would find nothing. `wakes` counts the wake-ups, to tell.
+   */
+  private readonly empty = new Set<string>();
+  private wakes = 0;
   private readonly pollIntervalMs: number;
   private readonly onNotification = (channel: string, payload: string) => this.heard(channel, payload);
 
@@ -132,13 +139,15 @@ export class WorkerClaims {
         waiter.gone = true;
         this.answer(waiter, [], 0, []);
       });
-      this.scheduleRound();
+      if (!this.empty.has(group) || wish.waitMs === 0) this.scheduleRound();
       this.armPoll();
     });
   }
 
   /** Work may be due now (an execution released, a completion freeing a limited task's place). */
   wake(): void {
+    this.wakes += 1;
+    this.empty.clear();
     if (this.waiters.length > 0) this.scheduleRound();
   }
 
@@ -192,7 +201,8 @@ export class WorkerClaims {
     this.pollTimer = setTimeout(() => {
       this.pollTimer = undefined;
       if (this.waiters.length === 0) return;
-      this.scheduleRound();
+      // A poll is for what nobody announced: whatever was known empty may not be any more.
+      this.wake();
       this.armPoll();
     }, this.pollIntervalMs);
     this.pollTimer.unref();
@@ -260,6 +270,7 @@ export class WorkerClaims {
   /** Claims for the waiters of one group (same tasks, same lease length). */
   private async roundOf(group: Waiter[]): Promise<boolean> {
     const { wish } = group[0];
+    const epoch = this.wakes;
     const tasks = await this.current(group[0].tasks);
     const flows = await Promise.all(tasks.map((t) => this.flowOf(t.name).catch(() => NO_LIMITS)));
     const limited = tasks.filter((_, i) => isThrottled(flows[i]));
@@ -296,6 +307,7 @@ export class WorkerClaims {
       if (places.length > 0) {
         const claimed = await claimForWorkers(this.options.db, free, places, wish.leaseMs);
         if (claimed.length === places.length) full = true;
+        else if (limited.length === 0 && this.wakes === epoch) this.empty.add(group[0].group);
         // A worker with two claims waiting (unusual) fills the first one first.
         for (const c of claimed) {
           const w = group.find((x) => x.wish.workerId === c.workerId && (taken.get(x) as ClaimedExecution[]).length < x.wish.max);
