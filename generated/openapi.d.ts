@@ -634,6 +634,414 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/worker/register": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Register a worker and its tasks
+         * @description The first call of a worker that runs handlers remotely (see docs/worker-protocol.md). It
+         *     records the worker in the registry (`GET /workers`) as `active`, and records each of its tasks
+         *     with the JSON Schemas of its data and events, its retry policy, cron schedule and flow control,
+         *     so that API servers validate schedules and event payloads against them. Registering makes the
+         *     worker's version of each task the current one: new executions start on it.
+         *
+         *     `worker_id` is the worker's own UUID, drawn once when it starts; every later call names it.
+         *     Registering again with the same id is safe: the row is updated. A worker whose heartbeat
+         *     answered `registered: false` (its row was forgotten after a long silence) registers again with
+         *     the `started_at` this call first answered: its row comes back as it was, and its tasks are not
+         *     registered again (another version may have become current meanwhile).
+         */
+        post: operations["registerWorker"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/worker/heartbeat": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Heartbeat, renew leases, learn of cancels
+         * @description Keeps the worker `active` in the registry and renews the leases it names. Send it every few
+         *     seconds (the registry reports a worker `lost` after `lost_after_ms` of silence), and with every
+         *     lease the worker holds at least three times per lease: a lease that is not renewed expires
+         *     `lease_ms` after its claim or last renewal, and another worker then takes the execution over.
+         *
+         *     The answer names each lease that was not renewed, with why: `cancelled` (an operator or the
+         *     parent cancelled the execution: stop its handler, write nothing more) or `lost` (the lease
+         *     expired and was taken over, or the execution was released or finished): the worker drops the
+         *     execution, its writes would be refused. A lease past its end is never revived, even when
+         *     nobody took it over.
+         *
+         *     `state: stopping` marks the worker as shutting down (it claims no more and finishes or releases
+         *     what it holds); `state: stopped` removes it from the registry, its last call. `registered:
+         *     false` means the registry forgot the worker (it was silent for longer than an hour): register
+         *     again with the `started_at` of the first registration.
+         *
+         *     `starting` lists the tasks of which this worker should start new executions: those whose
+         *     current version is the worker's own, or whose current version no live worker serves. A
+         *     worker claims the others with `starts_new: false`, draining what is pinned to its version.
+         */
+        post: operations["workerHeartbeat"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/worker/claim": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Claim executions (long-poll)
+         * @description Waits until executions of the named tasks are due, up to `wait_ms`, then claims up to `max` of
+         *     them for this worker and answers their activations: everything a worker needs to run each
+         *     one, its recorded history included, under a fresh lease. An answer with no activations means
+         *     nothing came due within `wait_ms`: claim again. The server claims for all the workers waiting on
+         *     it at once, in one statement: many workers add no cost per execution.
+         *
+         *     A claimed execution is the worker's until its lease expires (`lease_ms` from the claim, renewed
+         *     by heartbeats), it is finished (complete, fail, suspend) or released. Every write about it
+         *     carries its `lease_token`; a write with a token that no longer holds the lease is refused
+         *     (`lease_lost`) and changes nothing.
+         *
+         *     Tasks with a concurrency or rate limit are claimed within their limits over all workers, and
+         *     only into `slots`, the executions the worker can start at once: one it would keep in a buffer
+         *     would hold a place of the limit. `throttled` names the tasks whose due executions a limit held
+         *     back.
+         *
+         *     A lease counts from the claim, which happened `waited_ms` after the request arrived: a worker
+         *     counts its lease from the instant it sent the request plus `waited_ms`, which is never later
+         *     than the server's count.
+         */
+        post: operations["claimActivations"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/worker/steps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Record completed steps
+         * @description Records completed steps (`ctx.step`) and patch markers (`ctx.patched` answering true) of any
+         *     number of executions, each under its lease. Items from this and other workers share one
+         *     statement and one commit. A step's result is stored as the JSON value sent, and a replay hands
+         *     back exactly that value. An item leaves `result` out when the step returned nothing (no
+         *     value); `null` is the JSON value null.
+         *
+         *     Each item is answered in `results`, in the order of `items`: `status` 200, or the error that
+         *     refused it and changed nothing: 409 `lease_lost` when its lease no longer holds (taken over,
+         *     cancelled, finished, or a token that never held it), 422 `invalid_data` when its result is
+         *     over the value limit (4 MiB by default). Sending an item again (after an answer that was
+         *     lost) is safe: a step already recorded under the same lease answers 200 again, with the value
+         *     first stored.
+         */
+        post: operations["recordSteps"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/worker/step-failures": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Record failed step attempts
+         * @description Records a failed attempt of a step, under its lease: it is kept in the step's failures (shown
+         *     by `GET /executions/{id}/steps`). With `final`, the step has failed for good and a replay throws
+         *     its error at the step. With `retry_at`, the step's next attempt waits durably until then: the
+         *     worker suspends the execution on the step (a wait of kind `step`, see `suspend`). Without
+         *     either, the worker retries the step itself.
+         *
+         *     Answered per item as `recordSteps` is; a repeated item (the same attempt) answers 200 again
+         *     and is kept once.
+         */
+        post: operations["recordStepFailures"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/worker/timeouts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Finish sleeps and waits whose time has come
+         * @description A replayed or resumed handler that meets a sleep whose `wake_at` has passed, or an event or
+         *     child wait whose timeout (`wake_at`) has passed, finishes it here: `ends: sleep` records the
+         *     sleep as slept, `ends: timeout` records the wait as timed out. The deadline is checked on the
+         *     database's clock, so an event delivered (or a child finished) before it wins.
+         *
+         *     Each item answers `outcome`: `completed` (this call finished it; `result` is what the
+         *     operation now holds), `finished` (it had ended another way first, such as a delivered event,
+         *     or by an earlier call: `result` is how), or `not_due` (its time has not come on the database's
+         *     clock: wait for it). Per-item errors as for `recordSteps`.
+         */
+        post: operations["finishTimedOperations"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/worker/current-steps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Name the step in progress
+         * @description Sets an execution's `current_step`, so that readers see what a long step is doing. Optional:
+         *     a worker sends it for steps that run longer than a moment (the TypeScript worker, after 20 ms).
+         *     Recording the step's result clears it. Per-item answers as for `recordSteps`.
+         */
+        post: operations["recordCurrentSteps"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/worker/children": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start child executions
+         * @description Starts a child execution (`ctx.invoke`, `ctx.spawn`) together with the parent's `child`
+         *     operation that records it, at position `seq` of the parent, in one statement under the
+         *     parent's lease: the operation exists before the child can run. The child's task must be
+         *     registered and its data must match the task's schema (422 `task_not_registered` or
+         *     `invalid_data` for that item). A child is started once per parent and position: an item sent
+         *     again (a retry, or a replay after a crash) answers the same child's id.
+         *
+         *     With `detached` (`ctx.spawn`), the parent does not wait: the operation is finished at once. An
+         *     invoke's operation finishes when the child does, holding its outcome (the parent is woken), or
+         *     at `timeout_ms` after the start (see `finishTimedOperations`), whichever the database decides
+         *     came first.
+         */
+        post: operations["startChildren"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/worker/suspend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Suspend executions on their waits
+         * @description A handler blocked on durable waits only (sleeps, event waits, invoked children, a step waiting
+         *     out a retry backoff) is suspended: its execution turns `waiting`, the lease ends and the worker
+         *     slot is free. Every wait the handler is blocked on is named in one item (`Promise.all` and
+         *     `Promise.race` wait on several). A sleep or event wait met for the first time is recorded here
+         *     with its `wake_at`; one recorded before keeps its first deadline. Event waits closed by a
+         *     newer wait for the same event are listed in `superseded`.
+         *
+         *     The execution comes due again at the earliest `wake_at` among its waits (or at `deadline`, the
+         *     task's timeout, if sooner), or at once when one of them has already ended (a child that
+         *     finished meanwhile); an event delivery or a child's end wakes it too. Any worker may claim it
+         *     then and replay its handler from the history. `due_in_ms` is how long after the answer it
+         *     comes due (null: only an event or a child wakes it).
+         *
+         *     Per-item errors as for `recordSteps`. An item sent again after a lost answer answers the same
+         *     from the server that took it, and 409 `lease_lost` elsewhere: the execution is suspended either
+         *     way.
+         */
+        post: operations["suspendExecutions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/worker/closed-waits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Close waits a handler left open
+         * @description A handler that returned or threw while waits it started were still open (the losing branch of
+         *     a `Promise.race`) closes them before it completes or fails: the history then shows them
+         *     cancelled, no delivery or wake-up reaches them, and a replay settles them in the order they
+         *     closed. Per-item answers as for `recordSteps`.
+         */
+        post: operations["closeWaits"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/worker/complete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Complete executions
+         * @description Records each execution's output (the handler's return value, any JSON value; absent for none)
+         *     and turns it `completed`, under its lease. Items from this and other workers share one
+         *     statement and one commit; long-polls and webhooks hear of each once it is durable. An
+         *     invoked child's parent is woken with the child's outcome.
+         *
+         *     Per-item errors as for `recordSteps`: 409 `lease_lost` when the execution was cancelled,
+         *     taken over or released meanwhile (its result is discarded), 422 `invalid_data` for an output
+         *     over the value limit. An item sent again after a lost answer answers 200 again from the server
+         *     that took it, and 409 `lease_lost` elsewhere: the execution completed once either way.
+         */
+        post: operations["completeExecutions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/worker/fail": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Fail attempts
+         * @description Records that an attempt failed (the handler threw). With `retry_in_ms`, the execution turns
+         *     `pending` and is due again that long after the database's now: the worker decides the backoff
+         *     from the task's retry policy (`max_attempts` counts attempts since the last one that recorded
+         *     a step: `attempts_since_progress` in the activation). With `retry_in_ms: null`, the execution
+         *     is `failed` for good. `error` is what clients see (never a stack); `stack` is kept, bounded,
+         *     with the attempt for operators (`GET /executions/{id}/attempts`).
+         *
+         *     Per-item errors and repeats as for `completeExecutions`.
+         */
+        post: operations["failExecutions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/worker/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Hand executions back
+         * @description Lets go of executions the worker holds, so that any worker picks them up at once instead of
+         *     after the lease expires. Without `previous_status`, the attempt was started and is kept with
+         *     the outcome `released` (a worker shutting down that could not finish in time); the execution
+         *     turns `pending`. With `previous_status` (from the activation), the handler never started
+         *     (an execution claimed ahead into a buffer): the claim is undone, the execution returns to that
+         *     status, and the attempt it counted is taken back.
+         *
+         *     Per-item errors and repeats as for `completeExecutions`.
+         */
+        post: operations["releaseExecutions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/worker/cron-fires": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Schedule cron fire times
+         * @description Workers serving a task with a cron schedule each send its fire times here as they come, with
+         *     the data the schedule gives; the first to arrive schedules the execution (with `start_at` at the
+         *     fire time and the idempotency key `cron:{task}:{fire time}`) and every other answers
+         *     `created: false` with the same execution. No lease: a fire time is not an execution yet.
+         *     Per-item 422 `task_not_registered` for a task nobody registered.
+         */
+        post: operations["fireCronSchedules"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/openapi.yaml": {
         parameters: {
             query?: never;
@@ -1490,6 +1898,536 @@ export interface components {
                 error: components["schemas"]["ExecutionError"] | null;
             };
         };
+        /**
+         * Format: uuid
+         * @description A worker's id, a UUID it draws once when it starts and names in every call.
+         * @example 6f1c1c5e-2b8d-4c57-a3f6-0d0e8c1f9a42
+         */
+        WorkerId: string;
+        /**
+         * Format: uuid
+         * @description The fencing token of one claim of one execution; every write about the execution carries it.
+         * @example 9b2f3c1e-8f4d-4a8e-b1e2-3c4d5e6f7a8b
+         */
+        LeaseToken: string;
+        /** @description A durable operation's position in its execution's history, from 0. */
+        Seq: number;
+        /** @description A durable operation's name in the history (the handler's name, `#2`, `#3`... appended when a name repeats). */
+        OperationName: string;
+        /** @description A worker and the tasks it serves, as it registers. */
+        WorkerRegistration: {
+            worker_id: components["schemas"]["WorkerId"];
+            /** @description The host it runs on, for operators. */
+            hostname?: string;
+            /** @description Its process id, for operators. */
+            pid?: number;
+            /** @description The SDK (and its version) the worker runs, for operators. */
+            version?: string;
+            /** @description The most handlers it runs at once. */
+            concurrency: number;
+            /** @description Silence after which the registry reports it `lost`; more than its heartbeat interval (three intervals is usual). Default 15000. */
+            lost_after_ms?: number;
+            started_at?: components["schemas"]["Timestamp"];
+            /** @description The tasks it serves. */
+            tasks: components["schemas"]["WorkerTask"][];
+        };
+        /** @description A task as a worker defines it. Everything but the name is optional and defaults to none. */
+        WorkerTask: {
+            name: components["schemas"]["TaskName"];
+            /** @description The version of the task's code this worker runs, or null (absent) for none. Executions are pinned to the version they started on. */
+            version?: string | null;
+            /** @description A JSON Schema (2020-12) that `data` must match when the execution is scheduled, or null (absent) for any data. */
+            data_schema?: unknown;
+            /** @description Per event name, a JSON Schema its payloads must match. */
+            event_schemas?: {
+                [key: string]: unknown;
+            };
+            retry?: components["schemas"]["WorkerRetryPolicy"];
+            /** @description A schedule the worker fires (see `fireCronSchedules`), shown by `GET /tasks`; null for none. */
+            cron?: components["schemas"]["WorkerCron"] | null;
+            /** @description At most `limit` executions running at once over all workers (per value at `key`); null for none. */
+            concurrency?: components["schemas"]["WorkerConcurrency"] | null;
+            /** @description At most `limit` starts in any window of `period_ms` (per value at `key`); null for none. */
+            rate_limit?: components["schemas"]["WorkerRateLimit"] | null;
+            /** @description Schedules within `period_ms` of each other (per value at `key`) make one execution; null for none. */
+            debounce?: components["schemas"]["WorkerDebounce"] | null;
+        };
+        /** @description How failed attempts are retried; the worker applies it and shows it to operators through the registry. */
+        WorkerRetryPolicy: {
+            /** @description Attempts in all, the first included. */
+            max_attempts: number;
+            /** @description The delay before the first retry. */
+            initial_delay_ms: number;
+            /** @description The longest delay between attempts. */
+            max_delay_ms: number;
+            /** @description Growth of the delay per attempt. */
+            factor: number;
+        };
+        /** @description A cron schedule as a worker registers it. */
+        WorkerCron: {
+            /** @description The cron pattern (five fields, or six with seconds first). */
+            pattern: string;
+            /** @description The IANA time zone the pattern is read in; default `UTC`. */
+            timezone?: string;
+        };
+        /** @description A concurrency limit as a worker registers it. */
+        WorkerConcurrency: {
+            /** @description The most that run at once (per key value). */
+            limit: number;
+            /** @description A JSON Pointer into `data` (such as `/tenantId`) whose value each limit counts by; absent or null for one limit over the task. */
+            key?: string | null;
+        };
+        /** @description A rate limit as a worker registers it. */
+        WorkerRateLimit: {
+            /** @description The most starts per window (per key value). */
+            limit: number;
+            /** @description The window, in milliseconds. */
+            period_ms: number;
+            /** @description A JSON Pointer into `data` whose value each limit counts by; absent or null for one limit over the task. */
+            key?: string | null;
+        };
+        /** @description A debounce as a worker registers it. */
+        WorkerDebounce: {
+            /** @description How long after the last schedule the execution starts, in milliseconds. */
+            period_ms: number;
+            /** @description A JSON Pointer into `data`; schedules with different values there debounce apart. */
+            key?: string | null;
+        };
+        /** @description A registration's answer. */
+        WorkerRegistered: {
+            worker_id: components["schemas"]["WorkerId"];
+            started_at: components["schemas"]["Timestamp"];
+            /** @description The tasks of which the worker starts new executions (claims with `starts_new` true); see `workerHeartbeat`. */
+            starting: components["schemas"]["TaskName"][];
+        };
+        /** @description An execution a worker holds, with the token of its claim. */
+        LeaseRef: {
+            execution_id: components["schemas"]["ExecutionId"];
+            lease_token: components["schemas"]["LeaseToken"];
+        };
+        /** @description A worker's heartbeat. */
+        WorkerHeartbeat: {
+            worker_id: components["schemas"]["WorkerId"];
+            /** @description Handlers it runs now. */
+            running: number;
+            /**
+             * @description `active` (the default); `stopping` once its shutdown began; `stopped` in its last call, which removes it from the registry.
+             * @enum {string}
+             */
+            state?: "active" | "stopping" | "stopped";
+            /** @description How long each renewed lease lasts from now; default 30000. */
+            lease_ms?: number;
+            /** @description The leases to renew. */
+            leases?: components["schemas"]["LeaseRef"][];
+        };
+        /** @description A heartbeat's answer. */
+        WorkerHeartbeatAnswer: {
+            /** @description False when the registry no longer knows the worker (forgotten, or `stopped`); register again to go on. */
+            registered: boolean;
+            /** @description The executions whose leases were renewed. */
+            renewed: components["schemas"]["ExecutionId"][];
+            /** @description The executions whose leases were not renewed, with why; stop their handlers. */
+            lost: components["schemas"]["LostLease"][];
+            /** @description The tasks of which the worker starts new executions (empty when it is not registered). */
+            starting: components["schemas"]["TaskName"][];
+        };
+        /** @description A lease that was not renewed. */
+        LostLease: {
+            execution_id: components["schemas"]["ExecutionId"];
+            /**
+             * @description `cancelled`: the execution was cancelled; `lost`: the lease expired (maybe taken over), or the execution was released or finished.
+             * @enum {string}
+             */
+            reason: "cancelled" | "lost";
+        };
+        /** @description A task a claim takes, with the version of its code the worker runs. */
+        ClaimTask: {
+            name: components["schemas"]["TaskName"];
+            /** @description The version the worker runs (as it registered it), or null (absent) for none. Only executions pinned to it, or not started yet, are claimed. */
+            version?: string | null;
+            /** @description Whether the claim takes executions that never started (which it pins to this version); false while another version is current (see `starting`). Default true. */
+            starts_new?: boolean;
+        };
+        /** @description A worker's claim. */
+        ClaimRequest: {
+            worker_id: components["schemas"]["WorkerId"];
+            /** @description The tasks to claim, each once. */
+            tasks: components["schemas"]["ClaimTask"][];
+            /** @description The most executions to claim. */
+            max: number;
+            /** @description How many of them the worker can start at once (its free handler slots); tasks with a concurrency or rate limit are claimed only into these. Default `max`. */
+            slots?: number;
+            /** @description How long each lease lasts from the claim, unless renewed; default 30000. */
+            lease_ms?: number;
+            /** @description How long to wait for due executions before answering with none; default 20000. */
+            wait_ms?: number;
+        };
+        /** @description A claim's answer. */
+        ClaimAnswer: {
+            /** @description The executions claimed, each under its own lease. */
+            activations: components["schemas"]["Activation"][];
+            /** @description How long after the request arrived the executions were claimed; leases count from then. */
+            waited_ms: number;
+            /** @description Tasks of which due executions were left unclaimed by their concurrency or rate limit. */
+            throttled: components["schemas"]["ThrottledTask"][];
+        };
+        /** @description A task a limit held back in a claim. */
+        ThrottledTask: {
+            task: components["schemas"]["TaskName"];
+            /**
+             * @description Which limit held its executions back.
+             * @enum {string}
+             */
+            limit: "concurrency" | "rate";
+        };
+        /**
+         * @description A claimed execution: what a worker needs to run its handler. The handler runs from the start
+         *     each time; each durable operation it reaches that `history` holds at its position (and name)
+         *     replays the recorded outcome instead of running again.
+         */
+        Activation: {
+            execution_id: components["schemas"]["ExecutionId"];
+            task: components["schemas"]["TaskName"];
+            /** @description The version of the task the execution is pinned to, the worker's own (null for none). */
+            task_version: string | null;
+            data: components["schemas"]["JsonValue"];
+            /** @description The attempt, from 1 (`ctx.attempt`); a resume after a wait keeps the attempt it paused in. */
+            attempt: number;
+            /** @description Attempts since one last recorded a step; the task's retry budget counts these. */
+            attempts_since_progress: number;
+            /** @description Operations finished so far (0 with `previous_status` pending and `attempt` 1 means a fresh execution, with an empty history). */
+            steps_completed: number;
+            /**
+             * @description `pending`: a first run or a retry; `waiting`: a resume after a sleep, event or child; `running`: taken over from a worker whose lease expired.
+             * @enum {string}
+             */
+            previous_status: "pending" | "waiting" | "running";
+            lease_token: components["schemas"]["LeaseToken"];
+            lease_expires_at: components["schemas"]["Timestamp"];
+            claimed_at: components["schemas"]["Timestamp"];
+            started_at: components["schemas"]["Timestamp"];
+            scheduled_for: components["schemas"]["Timestamp"];
+            /** @description The execution that started this one (`ctx.invoke`, `ctx.spawn`), or null. */
+            parent_execution_id: components["schemas"]["ExecutionId"] | null;
+            /** @description The W3C traceparent the execution was scheduled under, or null. */
+            traceparent: string | null;
+            /** @description The recorded operations, in position order (empty for a fresh execution). */
+            history: components["schemas"]["RecordedOperation"][];
+        };
+        /** @description One durable operation of an execution's history, as a replay needs it. */
+        RecordedOperation: {
+            seq: components["schemas"]["Seq"];
+            name: components["schemas"]["OperationName"];
+            /**
+             * @description The operation's kind; a replay that meets another kind (or name) at this position is non-deterministic.
+             * @enum {string}
+             */
+            kind: "step" | "sleep" | "event" | "child" | "patch";
+            /** @description Finished with a result. */
+            completed: boolean;
+            /** @description The stored result: a step's value (absent when it returned none); a sleep's `{"slept": true}`; an event's `{"payload"}` or `{"timed_out": true}`; a child's `{"execution_id"}`, and once finished its `status`, `output`, `error`, or `timed_out`. */
+            result?: unknown;
+            wake_at: components["schemas"]["NullableTimestamp"];
+            started_at: components["schemas"]["Timestamp"];
+            /** @description When it ended (completed, failed or closed), in microseconds since the epoch, or null while open. A replay hands outcomes to the handler in this order. */
+            ended_at_us: number | null;
+            /**
+             * @description `failed`: a step whose retries ran out (throw `error` at it); `cancelled`: a wait closed because the handler left it (throw at it); null otherwise.
+             * @enum {string|null}
+             */
+            outcome: "failed" | "cancelled" | null;
+            /** @description A failed step's error, or null. */
+            error: components["schemas"]["ExecutionError"] | null;
+            /** @description A step's failed attempts not yet followed by success, oldest first. */
+            failures: components["schemas"]["StepFailure"][];
+            /** @description Failed attempts of the step that its retry budget no longer counts (an operator retried the execution). */
+            attempt_base: number;
+        };
+        /** @description Why one item of a batch was refused; nothing it asked for changed. */
+        WorkerItemError: {
+            /**
+             * @description The HTTP status the error would have alone.
+             * @enum {integer}
+             */
+            status: 404 | 409 | 422;
+            /** @description The error, as in the error envelope. */
+            error: {
+                code: components["schemas"]["ErrorCode"];
+                /** @description A human-readable explanation. */
+                message: string;
+                /** @description The failed checks, for `invalid_data`. */
+                details?: components["schemas"]["ErrorDetail"][];
+            };
+        };
+        /** @description An item that was written. */
+        WorkerItemDone: {
+            /**
+             * @description Always 200.
+             * @constant
+             */
+            status: 200;
+        };
+        /** @description A batch's answer, one result per item in the order of `items`. */
+        WorkerWriteResults: {
+            /** @description Each item's outcome. */
+            results: (components["schemas"]["WorkerItemDone"] | components["schemas"]["WorkerItemError"])[];
+        };
+        /** @description Completed steps and patch markers to record. */
+        StepRecords: {
+            /** @description The steps. */
+            items: components["schemas"]["StepRecord"][];
+        };
+        /** @description A completed step (or patch marker) under the lease of the worker that ran it. */
+        StepRecord: {
+            execution_id: components["schemas"]["ExecutionId"];
+            lease_token: components["schemas"]["LeaseToken"];
+            seq: components["schemas"]["Seq"];
+            name: components["schemas"]["OperationName"];
+            /**
+             * @description `step` (`ctx.step`, the default), or `patch`: a marker that `ctx.patched` answered true here, named by its change id.
+             * @enum {string}
+             */
+            kind?: "step" | "patch";
+            /** @description The step's value as JSON; absent when the step returned none. */
+            result?: unknown;
+            started_at: components["schemas"]["Timestamp"];
+        };
+        /** @description Failed step attempts to record. */
+        StepFailureRecords: {
+            /** @description The failed attempts. */
+            items: components["schemas"]["StepFailureRecord"][];
+        };
+        /** @description One failed attempt of a step. */
+        StepFailureRecord: {
+            execution_id: components["schemas"]["ExecutionId"];
+            lease_token: components["schemas"]["LeaseToken"];
+            seq: components["schemas"]["Seq"];
+            name: components["schemas"]["OperationName"];
+            /** @description The step's attempt that failed, from 1. */
+            attempt: number;
+            error: components["schemas"]["ExecutionError"];
+            started_at: components["schemas"]["Timestamp"];
+            /** @description The step has failed for good (no retry left, or a non-retryable error). */
+            final: boolean;
+            retry_at?: components["schemas"]["NullableTimestamp"];
+        };
+        /** @description Sleeps and waits to finish because their time has come. */
+        TimedOperations: {
+            /** @description The operations. */
+            items: components["schemas"]["TimedOperation"][];
+        };
+        /** @description One sleep or wait whose `wake_at` has passed. */
+        TimedOperation: {
+            execution_id: components["schemas"]["ExecutionId"];
+            lease_token: components["schemas"]["LeaseToken"];
+            seq: components["schemas"]["Seq"];
+            /**
+             * @description `sleep`: a sleep is over (its result becomes `{"slept": true}`); `timeout`: an event or child wait timed out (`{"timed_out": true}` is merged into its result).
+             * @enum {string}
+             */
+            ends: "sleep" | "timeout";
+        };
+        /** @description How a timed operation stands after the call. */
+        TimedOperationDone: {
+            /**
+             * @description Always 200.
+             * @constant
+             */
+            status: 200;
+            /**
+             * @description `completed` by this call, `finished` before it another way (or by an earlier call), or `not_due` yet.
+             * @enum {string}
+             */
+            outcome: "completed" | "finished" | "not_due";
+            /** @description What the operation holds now, unless `not_due`. */
+            result?: unknown;
+        };
+        /** @description A batch's answer, one result per item in the order of `items`. */
+        TimedOperationResults: {
+            /** @description Each item's outcome. */
+            results: (components["schemas"]["TimedOperationDone"] | components["schemas"]["WorkerItemError"])[];
+        };
+        /** @description Steps in progress to name. */
+        CurrentSteps: {
+            /** @description The steps. */
+            items: components["schemas"]["CurrentStep"][];
+        };
+        /** @description The step an execution runs now. */
+        CurrentStep: {
+            execution_id: components["schemas"]["ExecutionId"];
+            lease_token: components["schemas"]["LeaseToken"];
+            name: components["schemas"]["OperationName"];
+        };
+        /** @description Child executions to start. */
+        ChildStarts: {
+            /** @description The children. */
+            items: components["schemas"]["ChildStart"][];
+        };
+        /** @description A child execution to start from position `seq` of the parent holding the lease. */
+        ChildStart: {
+            execution_id: components["schemas"]["ExecutionId"];
+            lease_token: components["schemas"]["LeaseToken"];
+            seq: components["schemas"]["Seq"];
+            name: components["schemas"]["OperationName"];
+            task: components["schemas"]["TaskName"];
+            data: components["schemas"]["JsonValue"];
+            start_at?: components["schemas"]["Timestamp"];
+            /** @description `ctx.spawn`: the parent does not wait for the child. */
+            detached: boolean;
+            /** @description An invoke's timeout, from the start. */
+            timeout_ms?: number;
+            priority?: components["schemas"]["Priority"];
+            /** @description The W3C traceparent of the parent's span that starts the child. */
+            traceparent?: string;
+        };
+        /** @description A child that exists now. */
+        ChildStarted: {
+            /**
+             * @description Always 200.
+             * @constant
+             */
+            status: 200;
+            child_execution_id: components["schemas"]["ExecutionId"];
+        };
+        /** @description A batch's answer, one result per item in the order of `items`. */
+        ChildStartResults: {
+            /** @description Each item's outcome. */
+            results: (components["schemas"]["ChildStarted"] | components["schemas"]["WorkerItemError"])[];
+        };
+        /** @description Executions to suspend. */
+        Suspensions: {
+            /** @description The executions. */
+            items: components["schemas"]["Suspension"][];
+        };
+        /** @description An execution to suspend on every wait its handler is blocked on. */
+        Suspension: {
+            execution_id: components["schemas"]["ExecutionId"];
+            lease_token: components["schemas"]["LeaseToken"];
+            /** @description The waits. */
+            waits: components["schemas"]["SuspensionWait"][];
+            /** @description Event waits that a newer wait for the same event closed since the last suspension; recorded closed. */
+            superseded?: components["schemas"]["SupersededWait"][];
+            deadline?: components["schemas"]["NullableTimestamp"];
+        };
+        /** @description One durable operation a suspended execution waits for. */
+        SuspensionWait: {
+            seq: components["schemas"]["Seq"];
+            name: components["schemas"]["OperationName"];
+            /**
+             * @description A `sleep`, an `event` wait, an invoked `child`, or a `step` waiting out its retry backoff.
+             * @enum {string}
+             */
+            kind: "sleep" | "event" | "child" | "step";
+            /** @description For an event wait, the event's name as clients send it. */
+            event_name?: string;
+            wake_at: components["schemas"]["NullableTimestamp"];
+        };
+        /** @description An event wait a newer one closed. */
+        SupersededWait: {
+            seq: components["schemas"]["Seq"];
+            name: components["schemas"]["OperationName"];
+            /** @description The event's name. */
+            event_name: string;
+        };
+        /** @description A suspended execution, and when it comes due. */
+        Suspended: {
+            /**
+             * @description Always 200.
+             * @constant
+             */
+            status: 200;
+            wake_at: components["schemas"]["NullableTimestamp"];
+            /** @description How long after this answer it comes due (0 or less when at once), or null when only an event or a child wakes it. */
+            due_in_ms: number | null;
+        };
+        /** @description A batch's answer, one result per item in the order of `items`. */
+        SuspensionResults: {
+            /** @description Each item's outcome. */
+            results: (components["schemas"]["Suspended"] | components["schemas"]["WorkerItemError"])[];
+        };
+        /** @description Open waits to close. */
+        WaitClosures: {
+            /** @description The executions and their waits. */
+            items: components["schemas"]["WaitClosure"][];
+        };
+        /** @description The waits of one execution to close. */
+        WaitClosure: {
+            execution_id: components["schemas"]["ExecutionId"];
+            lease_token: components["schemas"]["LeaseToken"];
+            /** @description The positions of the waits. */
+            seqs: components["schemas"]["Seq"][];
+        };
+        /** @description Executions to complete. */
+        Completions: {
+            /** @description The completions. */
+            items: components["schemas"]["Completion"][];
+        };
+        /** @description A finished execution and its output. */
+        Completion: {
+            execution_id: components["schemas"]["ExecutionId"];
+            lease_token: components["schemas"]["LeaseToken"];
+            /** @description The handler's return value as JSON; absent (or null) for none. */
+            output?: unknown;
+        };
+        /** @description Failed attempts to record. */
+        Failures: {
+            /** @description The failures. */
+            items: components["schemas"]["Failure"][];
+        };
+        /** @description An attempt that failed. */
+        Failure: {
+            execution_id: components["schemas"]["ExecutionId"];
+            lease_token: components["schemas"]["LeaseToken"];
+            error: components["schemas"]["ExecutionError"];
+            /** @description Retry after this long, or null to fail the execution for good. */
+            retry_in_ms: number | null;
+            /** @description The error's stack, kept (bounded to 8 KiB) with the attempt for operators; never shown to clients. */
+            stack?: string;
+        };
+        /** @description Executions to hand back. */
+        Releases: {
+            /** @description The executions. */
+            items: components["schemas"]["Release"][];
+        };
+        /** @description An execution to hand back. */
+        Release: {
+            execution_id: components["schemas"]["ExecutionId"];
+            lease_token: components["schemas"]["LeaseToken"];
+            /**
+             * @description The activation's `previous_status`, when the handler never started; the claim is then undone.
+             * @enum {string}
+             */
+            previous_status?: "pending" | "waiting" | "running";
+        };
+        /** @description Cron fire times to schedule. */
+        CronFires: {
+            /** @description The fire times. */
+            items: components["schemas"]["CronFireRequest"][];
+        };
+        /** @description One fire time of a task's cron schedule. */
+        CronFireRequest: {
+            task: components["schemas"]["TaskName"];
+            fire_at: components["schemas"]["Timestamp"];
+            /** @description The data the execution runs with (the schedule's); absent for null. */
+            data?: unknown;
+        };
+        /** @description The execution of a fire time. */
+        CronFired: {
+            /**
+             * @description Always 200.
+             * @constant
+             */
+            status: 200;
+            execution_id: components["schemas"]["ExecutionId"];
+            /** @description False when another worker had scheduled it first. */
+            created: boolean;
+            task: components["schemas"]["TaskName"];
+        };
+        /** @description A batch's answer, one result per item in the order of `items`. */
+        CronFireResults: {
+            /** @description Each item's outcome. */
+            results: (components["schemas"]["CronFired"] | components["schemas"]["WorkerItemError"])[];
+        };
         /** @description A health probe's answer. */
         HealthStatus: {
             /**
@@ -1502,7 +2440,7 @@ export interface components {
          * @description What went wrong, as a stable snake_case string.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_data" | "unauthorized" | "execution_not_found" | "route_not_found" | "method_not_allowed" | "execution_already_exists" | "execution_not_cancellable" | "execution_not_retryable" | "task_not_found" | "not_waiting_for_event" | "payload_too_large" | "unsupported_media_type" | "task_not_registered" | "service_unavailable" | "internal_error" | "forbidden" | "webhook_not_found" | "execution_not_upgradable" | "task_version_not_served" | "malformed_request" | "request_header_too_large" | "request_timeout";
+        ErrorCode: "invalid_json" | "invalid_data" | "unauthorized" | "execution_not_found" | "route_not_found" | "method_not_allowed" | "execution_already_exists" | "execution_not_cancellable" | "execution_not_retryable" | "task_not_found" | "not_waiting_for_event" | "payload_too_large" | "unsupported_media_type" | "task_not_registered" | "service_unavailable" | "internal_error" | "forbidden" | "webhook_not_found" | "execution_not_upgradable" | "task_version_not_served" | "malformed_request" | "request_header_too_large" | "request_timeout" | "lease_lost";
         /** @description One failed check of a request. */
         ErrorDetail: {
             /** @description Where the check failed: `body`, `query` or `path`, then a JSON pointer, such as `body/data/orderId` or `query/limit`. */
@@ -3613,6 +4551,947 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["WebhookNotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    registerWorker: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The worker and the tasks it serves. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "worker_id": "6f1c1c5e-2b8d-4c57-a3f6-0d0e8c1f9a42",
+                 *       "hostname": "worker-7d9f8",
+                 *       "pid": 41,
+                 *       "version": "stepwise-python 0.1.0",
+                 *       "concurrency": 16,
+                 *       "lost_after_ms": 15000,
+                 *       "tasks": [
+                 *         {
+                 *           "name": "approve-order",
+                 *           "version": "3",
+                 *           "data_schema": {
+                 *             "type": "object",
+                 *             "properties": {
+                 *               "orderId": {
+                 *                 "type": "string"
+                 *               }
+                 *             },
+                 *             "required": [
+                 *               "orderId"
+                 *             ]
+                 *           },
+                 *           "event_schemas": {
+                 *             "approval": {
+                 *               "type": "object",
+                 *               "properties": {
+                 *                 "approved": {
+                 *                   "type": "boolean"
+                 *                 }
+                 *               }
+                 *             }
+                 *           },
+                 *           "retry": {
+                 *             "max_attempts": 5,
+                 *             "initial_delay_ms": 1000,
+                 *             "max_delay_ms": 300000,
+                 *             "factor": 2
+                 *           },
+                 *           "concurrency": {
+                 *             "limit": 10,
+                 *             "key": "/tenantId"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["WorkerRegistration"];
+            };
+        };
+        responses: {
+            /** @description The worker is registered, and so are its tasks. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "worker_id": "6f1c1c5e-2b8d-4c57-a3f6-0d0e8c1f9a42",
+                     *       "started_at": "2024-10-30T12:00:00.000Z",
+                     *       "starting": [
+                     *         "approve-order"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WorkerRegistered"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    workerHeartbeat: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The worker's state and the leases it holds. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "worker_id": "6f1c1c5e-2b8d-4c57-a3f6-0d0e8c1f9a42",
+                 *       "running": 2,
+                 *       "lease_ms": 30000,
+                 *       "leases": [
+                 *         {
+                 *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10",
+                 *           "lease_token": "9b2f3c1e-8f4d-4a8e-b1e2-3c4d5e6f7a8b"
+                 *         },
+                 *         {
+                 *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d11",
+                 *           "lease_token": "1a2b3c4d-5e6f-4a8b-9c0d-1e2f3a4b5c6d"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["WorkerHeartbeat"];
+            };
+        };
+        responses: {
+            /** @description The heartbeat is recorded; the leases named are renewed, except those listed as `lost`. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "registered": true,
+                     *       "renewed": [
+                     *         "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10"
+                     *       ],
+                     *       "lost": [
+                     *         {
+                     *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d11",
+                     *           "reason": "cancelled"
+                     *         }
+                     *       ],
+                     *       "starting": [
+                     *         "approve-order"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WorkerHeartbeatAnswer"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    claimActivations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Who claims, which tasks (with the version it runs), and how many. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "worker_id": "6f1c1c5e-2b8d-4c57-a3f6-0d0e8c1f9a42",
+                 *       "tasks": [
+                 *         {
+                 *           "name": "approve-order",
+                 *           "version": "3",
+                 *           "starts_new": true
+                 *         }
+                 *       ],
+                 *       "max": 16,
+                 *       "lease_ms": 30000,
+                 *       "wait_ms": 20000
+                 *     }
+                 */
+                "application/json": components["schemas"]["ClaimRequest"];
+            };
+        };
+        responses: {
+            /** @description The executions claimed, possibly none. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "waited_ms": 120,
+                     *       "throttled": [],
+                     *       "activations": [
+                     *         {
+                     *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10",
+                     *           "task": "approve-order",
+                     *           "task_version": "3",
+                     *           "data": {
+                     *             "orderId": "ord_123"
+                     *           },
+                     *           "attempt": 1,
+                     *           "attempts_since_progress": 1,
+                     *           "steps_completed": 1,
+                     *           "previous_status": "waiting",
+                     *           "lease_token": "9b2f3c1e-8f4d-4a8e-b1e2-3c4d5e6f7a8b",
+                     *           "lease_expires_at": "2024-10-30T12:00:30.120Z",
+                     *           "claimed_at": "2024-10-30T12:00:00.120Z",
+                     *           "started_at": "2024-10-30T11:59:50.000Z",
+                     *           "scheduled_for": "2024-10-30T11:59:49.000Z",
+                     *           "parent_execution_id": null,
+                     *           "traceparent": null,
+                     *           "history": [
+                     *             {
+                     *               "seq": 0,
+                     *               "name": "load-order",
+                     *               "kind": "step",
+                     *               "completed": true,
+                     *               "result": {
+                     *                 "id": "ord_123"
+                     *               },
+                     *               "wake_at": null,
+                     *               "started_at": "2024-10-30T11:59:50.010Z",
+                     *               "ended_at_us": 1730289590020000,
+                     *               "outcome": null,
+                     *               "error": null,
+                     *               "failures": [],
+                     *               "attempt_base": 0
+                     *             },
+                     *             {
+                     *               "seq": 1,
+                     *               "name": "cool-off",
+                     *               "kind": "sleep",
+                     *               "completed": false,
+                     *               "wake_at": "2024-10-30T12:00:00.021Z",
+                     *               "started_at": "2024-10-30T11:59:50.021Z",
+                     *               "ended_at_us": null,
+                     *               "outcome": null,
+                     *               "error": null,
+                     *               "failures": [],
+                     *               "attempt_base": 0
+                     *             }
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ClaimAnswer"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /**
+             * @description The body has the wrong shape (`invalid_data`), or a task is not registered by any worker
+             *     (`task_not_registered`): nothing was claimed.
+             */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "task_not_registered",
+                     *         "message": "task \"approve-ordr\" is not registered"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ScheduleUnprocessableError"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    recordSteps: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The steps to record. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "items": [
+                 *         {
+                 *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10",
+                 *           "lease_token": "9b2f3c1e-8f4d-4a8e-b1e2-3c4d5e6f7a8b",
+                 *           "seq": 0,
+                 *           "name": "load-order",
+                 *           "result": {
+                 *             "id": "ord_123"
+                 *           },
+                 *           "started_at": "2024-10-30T11:59:50.010Z"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["StepRecords"];
+            };
+        };
+        responses: {
+            /** @description Each item's outcome, in order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "status": 200
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WorkerWriteResults"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    recordStepFailures: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The failed attempts to record. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "items": [
+                 *         {
+                 *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10",
+                 *           "lease_token": "9b2f3c1e-8f4d-4a8e-b1e2-3c4d5e6f7a8b",
+                 *           "seq": 2,
+                 *           "name": "charge-card",
+                 *           "attempt": 1,
+                 *           "error": {
+                 *             "type": "Error",
+                 *             "message": "card network timed out",
+                 *             "retryable": true
+                 *           },
+                 *           "started_at": "2024-10-30T12:00:01.000Z",
+                 *           "final": false,
+                 *           "retry_at": null
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["StepFailureRecords"];
+            };
+        };
+        responses: {
+            /** @description Each item's outcome, in order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "status": 200
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WorkerWriteResults"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    finishTimedOperations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The operations to finish. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "items": [
+                 *         {
+                 *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10",
+                 *           "lease_token": "9b2f3c1e-8f4d-4a8e-b1e2-3c4d5e6f7a8b",
+                 *           "seq": 1,
+                 *           "ends": "sleep"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["TimedOperations"];
+            };
+        };
+        responses: {
+            /** @description Each item's outcome, in order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "status": 200,
+                     *           "outcome": "completed",
+                     *           "result": {
+                     *             "slept": true
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TimedOperationResults"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    recordCurrentSteps: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The steps in progress. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "items": [
+                 *         {
+                 *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10",
+                 *           "lease_token": "9b2f3c1e-8f4d-4a8e-b1e2-3c4d5e6f7a8b",
+                 *           "name": "charge-card"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["CurrentSteps"];
+            };
+        };
+        responses: {
+            /** @description Each item's outcome, in order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "status": 200
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WorkerWriteResults"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    startChildren: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The children to start. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "items": [
+                 *         {
+                 *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10",
+                 *           "lease_token": "9b2f3c1e-8f4d-4a8e-b1e2-3c4d5e6f7a8b",
+                 *           "seq": 3,
+                 *           "name": "ship",
+                 *           "task": "ship-order",
+                 *           "data": {
+                 *             "orderId": "ord_123"
+                 *           },
+                 *           "detached": false,
+                 *           "timeout_ms": 3600000
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["ChildStarts"];
+            };
+        };
+        responses: {
+            /** @description Each item's outcome, in order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "status": 200,
+                     *           "child_execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9e77"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ChildStartResults"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    suspendExecutions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The executions to suspend. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "items": [
+                 *         {
+                 *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10",
+                 *           "lease_token": "9b2f3c1e-8f4d-4a8e-b1e2-3c4d5e6f7a8b",
+                 *           "waits": [
+                 *             {
+                 *               "seq": 1,
+                 *               "name": "cool-off",
+                 *               "kind": "sleep",
+                 *               "wake_at": "2024-10-30T12:10:00.021Z"
+                 *             }
+                 *           ],
+                 *           "deadline": null
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["Suspensions"];
+            };
+        };
+        responses: {
+            /** @description Each item's outcome, in order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "status": 200,
+                     *           "wake_at": "2024-10-30T12:10:00.021Z",
+                     *           "due_in_ms": 599980
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SuspensionResults"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    closeWaits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The waits to close. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "items": [
+                 *         {
+                 *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10",
+                 *           "lease_token": "9b2f3c1e-8f4d-4a8e-b1e2-3c4d5e6f7a8b",
+                 *           "seqs": [
+                 *             4
+                 *           ]
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["WaitClosures"];
+            };
+        };
+        responses: {
+            /** @description Each item's outcome, in order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "status": 200
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WorkerWriteResults"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    completeExecutions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The completions. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "items": [
+                 *         {
+                 *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10",
+                 *           "lease_token": "9b2f3c1e-8f4d-4a8e-b1e2-3c4d5e6f7a8b",
+                 *           "output": {
+                 *             "orderId": "ord_123",
+                 *             "approved": true
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["Completions"];
+            };
+        };
+        responses: {
+            /** @description Each item's outcome, in order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "status": 409,
+                     *           "error": {
+                     *             "code": "lease_lost",
+                     *             "message": "the lease of execution 0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10 is not held by this token (cancelled, taken over, released or finished)"
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WorkerWriteResults"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    failExecutions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The failed attempts. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "items": [
+                 *         {
+                 *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10",
+                 *           "lease_token": "9b2f3c1e-8f4d-4a8e-b1e2-3c4d5e6f7a8b",
+                 *           "error": {
+                 *             "type": "TypeError",
+                 *             "message": "order.total is undefined",
+                 *             "retryable": true
+                 *           },
+                 *           "retry_in_ms": 2000
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["Failures"];
+            };
+        };
+        responses: {
+            /** @description Each item's outcome, in order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "status": 200
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WorkerWriteResults"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    releaseExecutions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The executions to hand back. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "items": [
+                 *         {
+                 *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d10",
+                 *           "lease_token": "9b2f3c1e-8f4d-4a8e-b1e2-3c4d5e6f7a8b"
+                 *         },
+                 *         {
+                 *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9d11",
+                 *           "lease_token": "1a2b3c4d-5e6f-4a8b-9c0d-1e2f3a4b5c6d",
+                 *           "previous_status": "pending"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["Releases"];
+            };
+        };
+        responses: {
+            /** @description Each item's outcome, in order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "status": 200
+                     *         },
+                     *         {
+                     *           "status": 200
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WorkerWriteResults"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidData"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    fireCronSchedules: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The fire times. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "items": [
+                 *         {
+                 *           "task": "nightly-report",
+                 *           "fire_at": "2024-10-31T02:00:00.000Z",
+                 *           "data": {}
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["CronFires"];
+            };
+        };
+        responses: {
+            /** @description Each item's outcome, in order. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "status": 200,
+                     *           "execution_id": "0192d4c8-7a51-7cc2-9a1e-2f7f3c3b9e80",
+                     *           "created": true,
+                     *           "task": "nightly-report"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CronFireResults"];
+                };
+            };
+            400: components["responses"]["InvalidJson"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["InvalidData"];

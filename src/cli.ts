@@ -117,15 +117,20 @@ export function buildProgram(): Command {
 
   program
     .command('worker')
-    .description('worker only: runs the tasks of a module (needs DATABASE_URL and applied migrations)')
+    .description('worker only: runs the tasks of a module (needs DATABASE_URL and applied migrations, or --url)')
     .requiredOption('-t, --tasks <file>', 'tasks module (.ts, .js, .mjs)')
     .addOption(concurrencyOption())
     .addOption(configOption())
-    .action(async (flags: CommonFlags & { tasks: string }) => {
+    .addOption(new Option('--url <url>', 'run remotely through the API server at this URL (several: comma-separated), with no database access (env STEPWISE_URL)'))
+    .addOption(new Option('--token <token>', 'the API token to present with --url (env STEPWISE_TOKEN)'))
+    .action(async (flags: CommonFlags & { tasks: string; url?: string; token?: string }) => {
       const config = configFrom(flags);
       const log = createLogger({ level: config.logLevel });
-      const { startStepwise, stopOnSignals } = await server();
-      const running = await startStepwise({ config, api: false, tasksFile: flags.tasks, concurrency: flags.concurrency, migrate: false, log });
+      const { startRemoteWorker, startStepwise, stopOnSignals } = await server();
+      const url = flags.url ?? process.env.STEPWISE_URL;
+      const running = url
+        ? await startRemoteWorker({ config, tasksFile: flags.tasks, url, token: flags.token ?? process.env.STEPWISE_TOKEN, concurrency: flags.concurrency, log })
+        : await startStepwise({ config, api: false, tasksFile: flags.tasks, concurrency: flags.concurrency, migrate: false, log });
       stopOnSignals(running, config, log);
     });
 

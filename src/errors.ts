@@ -26,7 +26,8 @@ export type ErrorCode =
   // Answered outside Koa, to what Node's HTTP parser refused (api/malformed-requests.ts).
   | 'malformed_request'
   | 'request_header_too_large'
-  | 'request_timeout';
+  | 'request_timeout'
+  | 'lease_lost';
 
 /** One failed check of a request, pointing at the offending location. */
 export interface ErrorDetail {
@@ -250,6 +251,16 @@ export type ForbiddenReason = 'client_token_required' | 'worker_token_required' 
 export class ForbiddenError extends AppError {
   constructor(message: string, reason?: ForbiddenReason) {
     super('forbidden', 403, message, undefined, undefined, reason === undefined ? undefined : { reason });
+  }
+}
+
+/**
+ * A worker's write whose lease no longer holds: the execution was cancelled, taken over, released or
+ * finished, or the token never held it. Nothing was written (the worker protocol's per-item 409).
+ */
+export class LeaseLostError extends AppError {
+  constructor(executionId: string) {
+    super('lease_lost', 409, `the lease of execution ${executionId.slice(0, 100)} is not held by this token (cancelled, taken over, released or finished)`);
   }
 }
 

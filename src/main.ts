@@ -71,6 +71,7 @@ export interface RunOptions {
 
 export interface Running {
   url?: string;
+  /** The database's URL; empty for a remote worker, which has none. */
   databaseUrl: string;
   /** Set when the database is the embedded one: where its data is. */
   embedded?: { dataDir: string };
@@ -227,6 +228,65 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
     }
     lock?.update({ url, databaseUrl });
     return { url, databaseUrl, embedded: embedded && { dataDir: embedded.dataDir }, worker, stop: stopAll };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}
+
+/** What a remote worker process runs: its tasks, and the API server(s) it talks to. */
+export interface RemoteWorkerOptions {
+  config: Readonly<Config>;
+  tasksFile: string;
+  /** The API server's base URL; several, comma-separated, are tried in turn. */
+  url: string;
+  token?: string;
+  concurrency?: number;
+  log?: Logger;
+}
+
+/**
+ * Starts a worker that runs its tasks over the worker protocol of the API server at `url`, with no
+ * database of its own (`stepwise worker --url`): the API servers claim and write for it. stop()
+ * drains and releases it as a worker with a database does.
+ */
+export async function startRemoteWorker(options: RemoteWorkerOptions): Promise<Running> {
+  const { config } = options;
+  const log = options.log ?? createLogger({ level: config.logLevel });
+  const stops: Array<() => Promise<void>> = [];
+  const stopAll = async () => {
+    for (const stop of stops.reverse()) await stop().catch((err: Error) => log.error({ err: err.message }, 'shutdown step failed'));
+  };
+  try {
+    const tasks = await loadTasksModule(options.tasksFile);
+    const tracing = startTracing({ log });
+    if (tracing) stops.push(() => tracing.shutdown());
+    const registry = createMetricsRegistry();
+    const worker = new Worker({
+      remote: { url: options.url, token: options.token },
+      tasks,
+      log,
+      concurrency: options.concurrency ?? config.worker.concurrency,
+      prefetch: config.worker.prefetch,
+      prefetchHoldMs: config.worker.prefetchHoldMs,
+      leaseMs: config.worker.leaseMs,
+      pollIntervalMs: config.worker.pollIntervalMs,
+      shutdownGraceMs: config.worker.shutdownGraceMs,
+      limits: config.limits,
+      keepSuspended: config.worker.keepSuspended,
+      observer: observeWorker(registry),
+      tracing,
+    });
+    await worker.start().catch((err: Error) => {
+      throw new StartupError(`cannot register with the API server at ${options.url}: ${err.message}`);
+    });
+    stops.push(() => worker.stop());
+    if (config.worker.metricsPort !== undefined) {
+      const metrics = await serveMetrics(registry, { host: config.host, port: config.worker.metricsPort, tokens: metricsTokens(config) });
+      log.info({ url: metrics.url, metrics: config.metrics.token === undefined ? 'public' : 'token' }, 'worker metrics listening');
+      stops.push(metrics.close);
+    }
+    return { databaseUrl: '', worker, stop: stopAll };
   } catch (err) {
     await stopAll();
     throw err;

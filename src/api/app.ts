@@ -20,6 +20,7 @@ import { addStatsRoutes } from './stats';
 import { addTaskRoutes } from './tasks';
 import { addWaitRoute } from './wait';
 import { addWorkerRoutes } from './workers';
+import { addWorkerProtocolRoutes } from './worker-protocol/routes';
 import { addWebhookRoutes } from './webhooks';
 import { serveApiReference } from './docs';
 import { serveGuides } from './guides';
@@ -70,6 +71,9 @@ export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   addTaskRoutes(router, deps);
   addWorkerRoutes(router, deps);
   addStatsRoutes(router, deps);
+  // A step result or output may be as large as the value limit allows, beside the rest of its batch.
+  const workerBodyLimit = Math.max(deps.routes.bodyLimitBytes, 2 * deps.config.limits.valueBytes + 1024 * 1024);
+  addWorkerProtocolRoutes(router, deps, { ...deps.routes, bodyLimitBytes: workerBodyLimit }, deps.workerProtocol);
   addWebhookRoutes(router, deps);
   addOperationalRoutes(router, deps);
   addMetricsRoute(router, deps);

@@ -11,6 +11,7 @@ import type { CompiledSpec } from './spec';
 import type { TaskSchemaCache } from '../store/task-schemas';
 import type { RouteOptions } from './typed';
 import type { Tracing } from '../telemetry/tracing';
+import type { WorkerProtocol } from './worker-protocol/protocol';
 
 /** What the API's handlers are built from; everything is passed in, nothing is a module singleton. */
 export interface ApiDeps {
@@ -31,4 +32,6 @@ export interface ApiDeps {
   reader: GroupCommitter<string, ExecutionRecord | undefined>;
   /** Spans of event deliveries; null when tracing is off. */
   tracing: Tracing | null;
+  /** What the server keeps for the remote workers it serves (the worker protocol). */
+  workerProtocol: WorkerProtocol;
 }

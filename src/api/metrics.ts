@@ -8,6 +8,7 @@ import { addOperation } from './typed';
 const HISTOGRAM = 'stepwise_http_request_duration_seconds';
 const LONG_POLLS = 'stepwise_http_long_polls_waiting';
 const STREAMS = 'stepwise_http_streams_open';
+const WORKER_CLAIMS = 'stepwise_worker_claims_waiting';
 
 /** Sources of the long-poll gauge per registry: several servers (tests) may share one registry. */
 const longPollSources = new WeakMap<Registry, Set<() => number>>();
@@ -22,6 +23,31 @@ export function measureLongPolls(registry: Registry, count: () => number): () =>
     new Gauge({
       name: LONG_POLLS,
       help: 'Long-poll requests (GET /executions/{id}/wait) waiting for an execution to end',
+      registers: [registry],
+      collect() {
+        let total = 0;
+        for (const source of set) total += source();
+        this.set(total);
+      },
+    });
+  }
+  sources.add(count);
+  return () => sources.delete(count);
+}
+
+/** Sources of the remote workers' claims gauge per registry, as for the long-polls. */
+const claimSources = new WeakMap<Registry, Set<() => number>>();
+
+/** Reports how many remote workers' claims (the worker protocol's long-polls) wait for work; returns an unregister function. */
+export function measureWorkerClaims(registry: Registry, count: () => number): () => void {
+  let sources = claimSources.get(registry);
+  if (!sources) {
+    const set = new Set<() => number>();
+    sources = set;
+    claimSources.set(registry, set);
+    new Gauge({
+      name: WORKER_CLAIMS,
+      help: 'Claims of remote workers (POST /worker/claim) waiting for due executions',
       registers: [registry],
       collect() {
         let total = 0;

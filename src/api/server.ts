@@ -11,7 +11,7 @@ import { createApiApp } from './app';
 import { createAuthenticators, isAuthOn } from './auth';
 import { ExecutionChanges } from './execution-changes';
 import { ExecutionWaiters } from './execution-waiters';
-import { measureLongPolls, measureSerializations, measureStreams } from './metrics';
+import { measureLongPolls, measureSerializations, measureStreams, measureWorkerClaims } from './metrics';
 import { statesSerialized } from './serialized-states';
 import { measureQueue } from './queue-metrics';
 import { getSpec } from './spec';
@@ -21,6 +21,7 @@ import { createExecutionReader } from './execution-reader';
 import type { Tracing } from '../telemetry/tracing';
 import { StreamsBeacon } from './streams-beacon';
 import { answerMalformedRequests } from './malformed-requests';
+import { WorkerProtocol } from './worker-protocol/protocol';
 
 export interface ApiServerDeps {
   config: Readonly<Config>;
@@ -147,12 +148,15 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   beacon.start();
   const changes = new ExecutionChanges({ db, listener, log });
   changes.start();
+  const workerProtocol = new WorkerProtocol({ db, log, listener });
   const unmeasureLongPolls = measureLongPolls(registry, () => waiters.size);
   const unmeasureStreams = measureStreams(registry, () => ({ execution: waiters.streams, changes: changes.size }));
   measureSerializations(registry, statesSerialized);
+  const unmeasureClaims = measureWorkerClaims(registry, () => workerProtocol.claims.size);
   const unmeasure = () => {
     unmeasureLongPolls();
     unmeasureStreams();
+    unmeasureClaims();
   };
   measureQueue(registry, db);
   const taskSchemas = new TaskSchemaCache(db);
@@ -171,6 +175,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     reader,
     changes,
     tracing: deps.tracing ?? null,
+    workerProtocol,
     routes: {
       spec,
       authenticators: createAuthenticators(config),
@@ -186,6 +191,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     unmeasure();
     unfollow();
     listening.stop();
+    await workerProtocol.close();
     beacon.stop();
     waiters.stop();
     changes.stop();
@@ -214,7 +220,10 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
         beacon.stop();
         waiters.stop();
         changes.stop();
+        // Waiting claims answer with nothing now; writes in flight finish before the pool may go.
+        const protocolClosed = workerProtocol.close();
         await closeGracefully(server, 5000);
+        await protocolClosed;
         unfollow();
         if (ownsListener) await listener.stop();
       })();

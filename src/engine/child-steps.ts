@@ -2,9 +2,8 @@ import { parseDuration } from '../domain/duration';
 import { newExecutionId } from '../domain/ids';
 import { toInstant } from '../domain/instant';
 import { toStoredValue } from '../domain/json';
-import { startChild, type ChildStepResult } from '../store/children';
+import type { ChildStepResult } from '../store/children';
 import type { ReplayRecord } from '../store/steps';
-import { completeTimedStep } from '../store/steps';
 import type { OperationContext } from './operation-context';
 import { ChildExecutionError, ChildTimeoutError, LeaseLostError, NonDeterminismError, NonRetryableError, usageError } from './errors';
 import type { InvokeOptions, TaskDefinition } from './task';
@@ -31,7 +30,7 @@ export class ChildSteps {
     this.ctx.throwIfAborted();
     if (recorded.wakeAt && recorded.wakeAt.getTime() <= this.ctx.databaseNow()) {
       // In flight, as a sleep's (see DurableContext.pause): no suspension before it is known to be over.
-      const timed = await this.ctx.suspension.track(() => this.ctx.write(() => completeTimedStep(this.ctx.db, this.ctx.lease, seq, { timed_out: true })));
+      const timed = await this.ctx.suspension.track(() => this.ctx.write(() => this.ctx.backend.completeTimedStep(this.ctx.lease, seq, { timed_out: true })));
       if (timed.kind === 'lost') throw new LeaseLostError(this.ctx.lease.id);
       if (timed.kind === 'completed') this.ctx.progressed?.();
       if (timed.kind !== 'not_due') return childOutcome(seq, key, timed.result as ChildStepResult);
@@ -74,7 +73,7 @@ export class ChildSteps {
       const span = this.ctx.trace?.startStep(key, 'child', { 'stepwise.step.seq': seq, 'stepwise.child.task': taskName });
       let childId: string | undefined;
       try {
-        childId = await this.ctx.write(() => startChild(this.ctx.db, this.ctx.lease, { id, seq, name: key, task: taskName, data: stored, startAt, detached, timeoutMs, priority, traceparent: span?.traceparent }));
+        childId = await this.ctx.write(() => this.ctx.backend.startChild(this.ctx.lease, { id, seq, name: key, task: taskName, data: stored, startAt, detached, timeoutMs, priority, traceparent: span?.traceparent }));
       } finally {
         // The id the insert made, or the one a replay found under the child's key.
         if (childId !== undefined) span?.setAttributes({ 'stepwise.child.execution_id': childId });

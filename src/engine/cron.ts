@@ -4,6 +4,7 @@ import type { Db } from '../store/db';
 import { insertExecutions } from '../store/executions';
 import type { Logger } from '../logger';
 import { retryWhileUnavailable } from './db-retry';
+import type { CronFire } from './worker-backend';
 
 /** A timer never waits longer than this, so a clock that jumps (or a suspended VM) is noticed soon. */
 const MAX_TIMER_MS = 60_000;
@@ -16,7 +17,10 @@ export function cronKey(task: string, fireAt: Date): string {
 }
 
 export interface CronFirerOptions {
-  db: Db;
+  /** Where fire times are scheduled: this database, unless `fire` is given. */
+  db?: Db;
+  /** Schedules a fire time (the worker's port: see WorkerBackend.fireCron); by default, an insert into `db`. */
+  fire?: (task: string, data: unknown, fireAt: Date) => Promise<CronFire>;
   log: Logger;
   schedules: ReadonlyArray<{ task: string; schedule: CronSchedule }>;
   /** Called after each fire time was recorded (created: false when another worker had already). */
@@ -76,19 +80,23 @@ export class CronFirer {
     );
   }
 
+  /** Schedules the execution of one fire time, under its key. */
+  private async schedule(task: string, data: unknown, fireAt: Date): Promise<CronFire> {
+    if (this.options.fire) return this.options.fire(task, data, fireAt);
+    if (!this.options.db) throw new TypeError('a cron firer needs db or fire');
+    const [result] = await insertExecutions(this.options.db, [{ task, data, idempotencyKey: cronKey(task, fireAt), startAt: fireAt }]);
+    return { created: result.created, executionId: result.execution.id, task: result.execution.task };
+  }
+
   private async fire(task: string, schedule: CronSchedule, fireAt: Date): Promise<void> {
     const next = nextFireAfter(schedule, fireAt);
     const deadline = next ? next.getTime() : this.now() + MAX_TIMER_MS;
     try {
-      const [result] = await retryWhileUnavailable(
-        () => insertExecutions(this.options.db, [{ task, data: schedule.data, idempotencyKey: cronKey(task, fireAt), startAt: fireAt }]),
-        deadline,
-        this.stopping,
-      );
+      const result = await retryWhileUnavailable(() => this.schedule(task, schedule.data, fireAt), deadline, this.stopping);
       this.options.onFired?.(task, fireAt, result.created);
-      if (result.created) this.options.log.info({ task, fireAt: fireAt.toISOString(), executionId: result.execution.id }, 'cron fired');
-      else if (result.execution.task !== task) {
-        this.options.log.warn({ task, fireAt: fireAt.toISOString(), executionId: result.execution.id, heldBy: result.execution.task }, 'cron fire time skipped: its key is held by an execution of another task');
+      if (result.created) this.options.log.info({ task, fireAt: fireAt.toISOString(), executionId: result.executionId }, 'cron fired');
+      else if (result.task !== task) {
+        this.options.log.warn({ task, fireAt: fireAt.toISOString(), executionId: result.executionId, heldBy: result.task }, 'cron fire time skipped: its key is held by an execution of another task');
       }
     } catch (err) {
       this.options.log.warn({ task, fireAt: fireAt.toISOString(), err: (err as Error).message }, 'cron fire time skipped: could not schedule it before the next one');

@@ -4,8 +4,8 @@ import { checkChangeId } from '../domain/version';
 import type { Jsonify } from '../domain/jsonify';
 import type { Logger } from '../logger';
 import type { StepKind } from '../store/rows';
-import { completeTimedStep, type ReplayRecord } from '../store/steps';
-import { suspendExecution, type Wait } from '../store/transitions/suspend';
+import type { ReplayRecord } from '../store/steps';
+import type { Wait } from '../store/transitions/suspend';
 import type { ChildStepResult } from '../store/children';
 import { ChildSteps } from './child-steps';
 import { retryWhileUnavailable } from './db-retry';
@@ -124,7 +124,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
       if (record.completed || (wait.kind === 'step' && record.wakeAt && record.wakeAt.getTime() <= this.databaseNow())) finished.set(wait.seq, record);
       else if (record.wakeAt && record.wakeAt.getTime() <= this.databaseNow()) {
         const result = wait.kind === 'sleep' ? { slept: true } : { timed_out: true };
-        const timed = await this.write(() => completeTimedStep(this.options.db, this.options.lease, wait.seq, result));
+        const timed = await this.write(() => this.options.backend.completeTimedStep(this.options.lease, wait.seq, result));
         if (timed.kind === 'lost') throw new LeaseLostError(this.executionId);
         if (timed.kind === 'completed') this.options.progressed?.();
         if (timed.kind !== 'not_due') {
@@ -142,7 +142,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     // `satisfies` makes a field added to the options, optional ones included, a compile error here.
     const o = this.options;
     return {
-      db: o.db,
+      backend: o.backend,
       lease: o.lease,
       attempt: o.attempt,
       scheduledFor: o.scheduledFor,
@@ -307,7 +307,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     if (recorded?.wakeAt && recorded.wakeAt.getTime() <= this.databaseNow()) {
       // In flight: no suspension may begin on the other waits before this one is known to be over.
       const result = kind === 'sleep' ? { slept: true } : { timed_out: true };
-      const timed = await this.suspension.track(() => this.write(() => completeTimedStep(this.options.db, this.options.lease, seq, result)));
+      const timed = await this.suspension.track(() => this.write(() => this.options.backend.completeTimedStep(this.options.lease, seq, result)));
       if (timed.kind === 'lost') throw new LeaseLostError(this.executionId);
       if (timed.kind === 'completed') this.options.progressed?.();
       if (timed.kind !== 'not_due') {
@@ -385,7 +385,7 @@ export class DurableContext<E extends Record<string, TSchema> = Record<string, T
     this.throwIfAborted();
     const first = waits.reduce((a, b) => (b.seq < a.seq ? b : a));
     const superseded = this.suspension.takeSuperseded();
-    const suspended = await this.write(() => suspendExecution(this.options.db, this.options.lease, waits, this.options.deadline, first.name, superseded));
+    const suspended = await this.write(() => this.options.backend.suspend(this.options.lease, waits, this.options.deadline, first.name, superseded));
     if (!suspended) throw new LeaseLostError(this.executionId);
     // Counted from the answer's arrival: late by its trip back, never early, whatever the clocks' skew.
     const wakeLocally = suspended.dueInMs === null ? null : Date.now() + suspended.dueInMs;

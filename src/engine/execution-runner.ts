@@ -3,16 +3,11 @@ import { describeThrown, describeThrownWithStack } from '../domain/thrown';
 import { computeRetryDelay, hasAttemptsLeft } from '../domain/retry';
 import { GroupCommitter, landedFlags } from '../group-commit';
 import type { Logger } from '../logger';
-import type { Db } from '../store/db';
-import { isDatabaseUnavailable } from '../store/db-errors';
-import { failExecution } from '../store/transitions/fail';
-import { closeOpenWaits } from '../store/transitions/suspend';
 import { type ClaimedExecution } from '../store/transitions/claim';
 import { type Completion } from '../store/transitions/complete';
 import type { StepKind } from '../store/rows';
 import type { AttemptTrace, Tracing } from '../telemetry/tracing';
-import { loadReplayHistory, loadReplayRecords, recordStepResults, stepKey, type StepResult } from '../store/steps';
-import { ChildTaskChecker } from './children';
+import { stepKey, type StepResult } from '../store/steps';
 import { retryWhileUnavailable } from './db-retry';
 import type { LazyAbortController } from './abort';
 import { DurableContext } from './durable-context';
@@ -22,6 +17,7 @@ import type { TaskDefinition } from './task';
 import type { TaskRegistry } from './registry';
 import type { HeldExecution } from './slot-pool';
 import type { SuspendedUntil } from './suspension';
+import type { WorkerBackend } from './worker-backend';
 
 /** How one run of a claimed execution ended; the worker acts on it (a pause wakes it up early). */
 export type ExecutionOutcome =
@@ -53,7 +49,7 @@ export interface ExecutionObserver {
 }
 
 export interface ExecutionRunnerOptions {
-  db: Db;
+  backend: WorkerBackend;
   log: Logger;
   registry: TaskRegistry;
   observer?: ExecutionObserver;
@@ -77,15 +73,14 @@ export interface ExecutionRunnerOptions {
  * the outcome. It owns no slot and no lease: both belong to the HeldExecution it is given.
  */
 export class ExecutionRunner {
-  private readonly children: ChildTaskChecker;
   /** Step records of all running executions, written together (see GroupCommitter). */
   private readonly stepRecords: GroupCommitter<StepResult, boolean>;
   private readonly live: LiveHandlers;
 
   constructor(private readonly options: ExecutionRunnerOptions) {
     this.live = new LiveHandlers(options.keepSuspended);
-    this.children = new ChildTaskChecker(options.db);
-    this.stepRecords = new GroupCommitter(landedFlags((items: StepResult[]) => recordStepResults(options.db, items), (s) => stepKey(s.id, s.seq)), isDatabaseUnavailable);
+    const { backend } = options;
+    this.stepRecords = new GroupCommitter(landedFlags((items: StepResult[]) => backend.recordStepResults(items), (s) => stepKey(s.id, s.seq)), (err) => backend.isUnavailable(err));
   }
 
   /** Never rejects for the handler's sake: every failure ends in an outcome. */
@@ -141,7 +136,7 @@ export class ExecutionRunner {
       if (!live) {
         // A fresh execution has no history: skip the read.
         const fresh = claimed.previousStatus === 'pending' && execution.attempt === 1 && execution.stepsCompleted === 0;
-        const history = fresh ? [] : await retryWhileUnavailable(() => loadReplayHistory(this.options.db, execution.id), writeDeadline());
+        const history = fresh ? [] : await retryWhileUnavailable(() => this.options.backend.loadReplayHistory(execution.id), writeDeadline());
         // Every field named, no spread: a spread into an object this wide takes V8's slow path, a
         // cost each execution would pay.
         const ctx = new DurableContext({
@@ -154,12 +149,12 @@ export class ExecutionRunner {
           claimCommitted: claim.claimCommitted,
           deadline: claim.deadline,
           trace: claim.trace,
-          db: this.options.db,
+          backend: this.options.backend,
           scheduledFor: claimed.scheduledFor,
           history,
           abort: held.controller,
           recordStep: (step) => this.stepRecords.submit(step),
-          children: this.children,
+          children: this.options.backend.children,
           retry: registered.retry,
           limits: this.options.limits,
           onStep: (_name, kind, ms) => this.options.observer?.step?.(execution.task, kind, ms),
@@ -212,7 +207,7 @@ export class ExecutionRunner {
     const live = this.live.take(id);
     if (!live) return undefined;
     const pending = live.ctx.suspension.pending.map((b) => b.wait.seq);
-    const records = await retryWhileUnavailable(() => loadReplayRecords(this.options.db, id, pending, live.ctx.recordedUpTo), claim.writeDeadline());
+    const records = await retryWhileUnavailable(() => this.options.backend.loadReplayRecords(id, pending, live.ctx.recordedUpTo), claim.writeDeadline());
     // A stop of this claim stops the handler: its signal is the first claim's.
     held.controller.onAbort((reason) => live.abort.abort(reason));
     return (await live.ctx.resume(claim, records)) ? live : undefined;
@@ -257,7 +252,7 @@ export class ExecutionRunner {
     const open = suspension.abandoned.map((w) => w.seq);
     if (open.length === 0 || held.controller.aborted) return;
     await held.claimCommitted;
-    const closed = await retryWhileUnavailable(() => closeOpenWaits(this.options.db, held.lease, open), held.leaseExpiresAt);
+    const closed = await retryWhileUnavailable(() => this.options.backend.closeOpenWaits(held.lease, open), held.leaseExpiresAt);
     if (!closed) throw new LeaseLostError(held.lease.id);
   }
 
@@ -295,7 +290,7 @@ export class ExecutionRunner {
     span?.fail(error);
     await held.claimCommitted;
     try {
-      const landed = await retryWhileUnavailable(() => failExecution(this.options.db, held.lease, error, delay, execution.parentId, describeThrownWithStack(err, retryable)), held.leaseExpiresAt);
+      const landed = await retryWhileUnavailable(() => this.options.backend.fail(held.lease, error, delay, execution.parentId, describeThrownWithStack(err, retryable)), held.leaseExpiresAt);
       if (!landed) return LOST;
       if (delay !== null) {
         log().warn({ errorType: error.type, retryInMs: delay }, 'attempt failed; retrying');

@@ -1,11 +1,10 @@
 import type { Logger } from '../logger';
-import type { Db } from '../store/db';
-import { renewLeases } from '../store/leases';
 import { LeaseLostError } from './errors';
 import type { SlotPool } from './slot-pool';
+import type { WorkerBackend } from './worker-backend';
 
 export interface LeaseRenewalOptions {
-  db: Db;
+  backend: WorkerBackend;
   log: Logger;
   leaseMs: number;
   onDatabaseError: () => void;
@@ -21,7 +20,7 @@ export async function renewHeldLeases(slots: SlotPool, options: LeaseRenewalOpti
   await Promise.all(entries.map((e) => e.claimCommitted));
   const renewedAt = Date.now();
   try {
-    const held = await renewLeases(options.db, entries.map((e) => e.lease), options.leaseMs);
+    const held = await options.backend.renewLeases(entries.map((e) => e.lease), options.leaseMs);
     for (const e of entries) {
       if (held.has(e.lease.id)) e.leaseExpiresAt = renewedAt + options.leaseMs;
       else if (slots.holds(e)) e.controller.abort(new LeaseLostError(e.lease.id));

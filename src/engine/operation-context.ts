@@ -2,17 +2,17 @@
 // from the context itself, so that the helpers it uses need not import it.
 import type { ResolvedRetryPolicy } from '../domain/retry';
 import type { Logger } from '../logger';
-import type { Db } from '../store/db';
 import type { Lease } from '../store/leases';
 import type { StepKind } from '../store/rows';
 import type { ReplayRecord, StepResult } from '../store/steps';
 import type { AttemptTrace } from '../telemetry/tracing';
 import type { LazyAbortController } from './abort';
-import type { ChildTaskChecker } from './children';
 import type { Suspension } from './suspension';
+import type { ChildChecker, WorkerBackend } from './worker-backend';
 
 export interface DurableContextOptions {
-  db: Db;
+  /** Where the context's writes go: the database, or an API server. */
+  backend: WorkerBackend;
   lease: Lease;
   attempt: number;
   /** ctx.scheduledFor: the execution's start_at, else when it was scheduled. */
@@ -35,7 +35,7 @@ export interface DurableContextOptions {
   /** Records a completed step durably; resolves false when the lease was lost (group-committed). */
   recordStep: (step: StepResult) => Promise<boolean>;
   /** Checks a child execution's task and data before it is started. */
-  children: ChildTaskChecker;
+  children: ChildChecker;
   /** The task's retry policy: each step's, unless the step has its own. */
   retry: ResolvedRetryPolicy;
   /** Largest JSON of a step's result, in bytes; most durable operations in one execution. */

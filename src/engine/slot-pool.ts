@@ -1,11 +1,10 @@
 import { RateMeter } from '../domain/rate-meter';
 import type { Logger } from '../logger';
-import type { Db } from '../store/db';
 import { type Lease } from '../store/leases';
-import { releaseExecutions, returnUnstarted } from '../store/transitions/release';
 import { type ClaimedExecution } from '../store/transitions/claim';
 import { LazyAbortController } from './abort';
 import { ExecutionCancelledError, ExecutionReleasedError, LeaseLostError } from './errors';
+import type { WorkerBackend } from './worker-backend';
 
 /** An execution a worker holds, from its claim until its final write settles. */
 export interface HeldExecution {
@@ -34,7 +33,7 @@ const PREFETCH_MIN_FACTOR = 2;
 const PREFETCH_MAX_FACTOR = 8;
 
 export interface SlotPoolOptions {
-  db: Db;
+  backend: WorkerBackend;
   log: Logger;
   concurrency: number;
   /** A fixed prefetch, or undefined for the automatic one. */
@@ -227,7 +226,7 @@ export class SlotPool {
   async returnClaim(claimed: ClaimedExecution[], claimCommitted: Promise<void>): Promise<void> {
     await claimCommitted;
     const unstarted = claimed.map((c) => ({ id: c.execution.id, token: c.execution.leaseToken as string, previousStatus: c.previousStatus }));
-    await returnUnstarted(this.options.db, unstarted).catch(() => undefined);
+    await this.options.backend.returnUnstarted(unstarted).catch(() => undefined);
   }
 
   /** A cancel: aborts the execution's handler; one still buffered is dropped and its place freed. */
@@ -262,7 +261,7 @@ export class SlotPool {
     if (items.length === 0) return;
     for (const b of items) this.held.delete(b.claimed.execution.id);
     await Promise.all(items.map((b) => b.held.claimCommitted));
-    await returnUnstarted(this.options.db, items.map((b) => ({ ...b.held.lease, previousStatus: b.claimed.previousStatus }))).catch((err: Error) => {
+    await this.options.backend.returnUnstarted(items.map((b) => ({ ...b.held.lease, previousStatus: b.claimed.previousStatus }))).catch((err: Error) => {
       this.options.log.warn({ err: err.message, executions: items.length }, 'could not hand back buffered executions; their leases will expire instead');
     });
     this.options.onFreed();
@@ -283,7 +282,7 @@ export class SlotPool {
     const left = [...this.held.values()];
     if (left.length > 0) {
       for (const a of left) a.controller.abort(new ExecutionReleasedError(a.lease.id));
-      const released = await releaseExecutions(this.options.db, left.map((a) => a.lease)).catch((err: Error) => {
+      const released = await this.options.backend.release(left.map((a) => a.lease)).catch((err: Error) => {
         this.options.log.error({ err: err.message }, 'release failed; leases will expire instead');
         return new Set<string>();
       });

@@ -2,9 +2,7 @@ import { parseDuration, type Duration } from '../domain/duration';
 import { toFaithfulJson } from '../domain/json';
 import { computeRetryDelay, resolveRetryPolicy, type ResolvedRetryPolicy, type RetryPolicy } from '../domain/retry';
 import { describeThrown } from '../domain/thrown';
-import { setCurrentStep } from '../store/leases';
 import type { ReplayRecord } from '../store/steps';
-import { recordStepFailure } from '../store/steps';
 import type { OperationContext } from './operation-context';
 import { isNonRetryable, LeaseLostError, usageError, NonDeterminismError, NonRetryableError, StepFailedError, StoreUnavailableError } from './errors';
 import { runStepAttempt, type StepFn } from './step-attempt';
@@ -101,7 +99,7 @@ export class StepRunner {
         const failure = { seq, name: key, attempt, error, startedAt: new Date(started), final: !retryable, retryAt };
         if (retryable) span?.event('stepwise.step_attempt_failed', { 'stepwise.step.attempt': attempt, 'exception.type': error.type, 'exception.message': error.message });
         else span?.fail(error);
-        if (!(await this.ctx.write(() => recordStepFailure(this.ctx.db, lease, failure)))) throw new LeaseLostError(lease.id);
+        if (!(await this.ctx.write(() => this.ctx.backend.recordStepFailure(lease, failure)))) throw new LeaseLostError(lease.id);
         hasRow = true;
         if (!retryable) throw new StepFailedError(key, error, { cause: err });
         this.ctx.log().warn({ step: key, stepAttempt: attempt, errorType: error.type, retryInMs: delay }, 'step attempt failed; retrying');
@@ -128,7 +126,7 @@ export class StepRunner {
   private async runOnce(key: string, fn: StepFn<unknown>, attempt: number, timeoutMs: number | undefined): Promise<unknown> {
     let marking: Promise<unknown> | undefined;
     const timer = setTimeout(() => {
-      marking = setCurrentStep(this.ctx.db, this.ctx.lease, key).then((named) => named && this.ctx.progressed?.(), () => undefined);
+      marking = this.ctx.backend.setCurrentStep(this.ctx.lease, key).then((named) => named && this.ctx.progressed?.(), () => undefined);
     }, CURRENT_STEP_DELAY_MS);
     let result: unknown;
     try {

@@ -5,6 +5,7 @@ import type { ExecutionObserver } from './execution-runner';
 import type { TaskDefinition } from './task';
 import type { Tracing } from '../telemetry/tracing';
 import type { NotificationListener } from '../store/listener';
+import type { WorkerBackend } from './worker-backend';
 
 /** Hooks for metrics; the engine itself knows no metrics library. */
 export interface WorkerObserver extends ExecutionObserver {
@@ -17,10 +18,25 @@ export interface WorkerObserver extends ExecutionObserver {
   databaseError?(): void;
 }
 
+/** Where a remote worker's API server is, and the token it presents (see docs/worker-protocol.md). */
+export interface RemoteOptions {
+  /** The API server's base URL (its base path included), such as `http://127.0.0.1:8080`; several, comma-separated, are tried in turn. */
+  url: string;
+  token?: string;
+}
+
+/**
+ * A worker talks either to the database (`db` and `databaseUrl`), or to an API server over the worker
+ * protocol (`remote`), with no database access; or through a `backend` of the caller's.
+ */
 export interface WorkerOptions {
-  db: Db;
+  db?: Db;
   /** For the worker's LISTEN connection: a direct URL, never a transaction pooler's (config db.listenUrl). */
-  databaseUrl: string;
+  databaseUrl?: string;
+  /** Run remotely: every operation goes to this API server over HTTP (the worker protocol). */
+  remote?: RemoteOptions;
+  /** The port the worker runs its operations through; by default made from `db` or `remote`. */
+  backend?: WorkerBackend;
   /** The process's shared LISTEN connection, started and stopped by the caller; else the worker opens its own. */
   listener?: NotificationListener;
   tasks: readonly TaskDefinition[];

@@ -1,9 +1,7 @@
 import { hostname } from 'node:os';
-import { isDatabaseUnavailable } from '../store/db-errors';
 import type { Logger } from '../logger';
-import type { Db } from '../store/db';
-import { recordHeartbeatReadingStarting } from '../store/versions';
-import { deleteLostWorkers, deleteWorker, markWorkerStopping, recordHeartbeat, registerWorker } from '../store/workers';
+import type { TaskRegistration } from '../store/tasks';
+import type { WorkerBackend } from './worker-backend';
 import { DEFAULT_PRESENCE, type WorkerOptions } from './worker-options';
 
 /** The version of this package, which a worker reports: the same file from src/ and from dist/. */
@@ -26,7 +24,7 @@ export function presenceTimings(options: Pick<WorkerOptions, 'heartbeatIntervalM
 }
 
 export interface WorkerPresenceOptions {
-  db: Db;
+  backend: WorkerBackend;
   log: Logger;
   workerId: string;
   /** The tasks it serves, each with its version ('' for none). */
@@ -63,20 +61,25 @@ export class WorkerPresence {
 
   constructor(private readonly options: WorkerPresenceOptions) {}
 
-  /** Registers the worker (this may throw: the worker then does not start), then heartbeats. */
-  async start(): Promise<void> {
-    this.startedAt = await registerWorker(this.options.db, this.registration());
+  /**
+   * Registers the worker and then `tasks` (this may throw: the worker then does not start), then
+   * heartbeats. Returns the tasks whose keys the registration changed (see rekeyExecutions).
+   */
+  async start(tasks: readonly TaskRegistration[]): Promise<string[]> {
+    const registered = await this.options.backend.register(this.registration(), tasks);
+    this.startedAt = registered.startedAt;
     this.timer = setInterval(() => {
       // A heartbeat still waiting for the database is not joined by another.
       this.beating ??= this.beat().finally(() => (this.beating = undefined));
     }, this.options.heartbeatIntervalMs);
     this.timer.unref();
+    return registered.rekeyed;
   }
 
   /** Marks the worker `stopping`; heartbeats go on until stop(), so a long drain is not reported lost. */
   markStopping(): Promise<void> {
     this.leaving = true;
-    this.stopping ??= this.bestEffort('stopping', () => markWorkerStopping(this.options.db, this.options.workerId, this.options.running()));
+    this.stopping ??= this.bestEffort('stopping', () => this.options.backend.markStopping(this.options.workerId, this.options.running()));
     return this.stopping;
   }
 
@@ -86,7 +89,7 @@ export class WorkerPresence {
     clearInterval(this.timer);
     await Promise.all([this.beating, this.stopping]);
     if (this.startedAt === undefined) return;
-    await this.bestEffort('deregistration', () => deleteWorker(this.options.db, this.options.workerId));
+    await this.bestEffort('deregistration', () => this.options.backend.deregister(this.options.workerId));
   }
 
   private registration() {
@@ -97,27 +100,21 @@ export class WorkerPresence {
   }
 
   private async beat(): Promise<void> {
-    const { db, workerId, forgetLostAfterMs, log } = this.options;
+    const { backend, workerId, forgetLostAfterMs, log } = this.options;
     await this.bestEffort('heartbeat', async () => {
       const { onStarting, tasks } = this.options;
-      let found: boolean;
-      if (onStarting) {
-        const beat = await recordHeartbeatReadingStarting(db, workerId, this.options.running(), tasks);
-        found = beat.found;
-        onStarting(beat.starting);
-      } else {
-        found = await recordHeartbeat(db, workerId, this.options.running());
-      }
+      const beat = await backend.heartbeat(workerId, this.options.running(), onStarting ? tasks : undefined);
+      if (onStarting && beat.starting) onStarting(beat.starting);
       // Forgotten while cut off for longer than the loss and forget thresholds: register again, as
       // the same worker since the same start.
-      if (!found && !this.leaving) {
-        await registerWorker(db, this.registration());
+      if (!beat.found && !this.leaving) {
+        await backend.register(this.registration(), []);
         log.info({ workerId }, 'worker registered again after its row was forgotten');
       }
     });
     if (++this.beats % FORGET_EVERY_BEATS !== 0 || this.leaving) return;
     await this.bestEffort('forgetting lost workers', async () => {
-      const forgotten = await deleteLostWorkers(db, forgetLostAfterMs);
+      const forgotten = await backend.forgetLostWorkers(forgetLostAfterMs);
       if (forgotten > 0) log.info({ workers: forgotten }, 'forgot lost workers');
     });
   }
@@ -127,7 +124,7 @@ export class WorkerPresence {
       await write();
     } catch (err) {
       this.options.onDatabaseError?.();
-      const level = isDatabaseUnavailable(err) ? 'warn' : 'error';
+      const level = this.options.backend.isUnavailable(err) ? 'warn' : 'error';
       this.options.log[level]({ err: (err as Error).message, workerId: this.options.workerId }, `worker ${what} failed`);
     }
   }

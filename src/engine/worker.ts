@@ -1,20 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { GroupCommitter } from '../group-commit';
-import { isDatabaseUnavailable } from '../store/db-errors';
 import { mayPrefetch, type FlowPolicy } from '../domain/flow';
-import { claimExecutionsBeforeCommit, completeAndClaimBeforeCommit, type ClaimedExecution, type ClaimTask, type CompleteAndClaimResult } from '../store/transitions/claim';
-import { claimThrottledExecutions, type ThrottledClaim } from '../store/transitions/claim-throttled';
-import { type Completion } from '../store/transitions/complete';
-import { rekeyExecutions, upsertTasks } from '../store/tasks';
-import { startingTasks } from '../store/versions';
+import type { ClaimedExecution, ClaimTask, CompleteAndClaimResult } from '../store/transitions/claim';
+import type { ThrottledClaim } from '../store/transitions/claim-throttled';
+import type { Completion } from '../store/transitions/complete';
+import { RemoteWorkerBackend } from '../remote/remote-backend';
 import { CronFirer } from './cron';
+import { DirectWorkerBackend } from './direct-backend';
 import { ExecutionRunner } from './execution-runner';
 import { renewHeldLeases } from './lease-renewal';
 import { TaskRegistry } from './registry';
 import { ProgressAnnouncer } from './progress-announcer';
 import { SlotPool, type HeldExecution } from './slot-pool';
 import { IDLE_POLL_STRETCH, WakeSignal } from './wake-signal';
-import { WorkNotifications } from './work-notifications';
+import type { ClaimAnswer, WorkerBackend, WorkSignals } from './worker-backend';
 import { DEFAULT_LIMITS, type WorkerOptions } from './worker-options';
 import { presenceTimings, WorkerPresence } from './worker-presence';
 
@@ -29,6 +28,14 @@ const REKEY_AGAIN_MS = 10_000;
 /** How long a completion waits for other handlers' completions to share its statement. */
 const COMPLETION_LINGER_MS = 2;
 
+/** The port a worker's options ask for: theirs, the remote API server's, or the database's. */
+function backendFor(options: WorkerOptions): WorkerBackend {
+  if (options.backend) return options.backend;
+  if (options.remote) return new RemoteWorkerBackend({ ...options.remote, log: options.log });
+  if (!options.db || options.databaseUrl === undefined) throw new TypeError('a worker needs db and databaseUrl, or remote: { url, token }');
+  return new DirectWorkerBackend(options.db, options.databaseUrl, options.listener);
+}
+
 /** A worker's life: it claims only while running; stopping lets go of what it holds. */
 export const WORKER_STATES = Object.freeze({ created: 'created', running: 'running', stopping: 'stopping', stopped: 'stopped' } as const);
 export type WorkerState = (typeof WORKER_STATES)[keyof typeof WORKER_STATES];
@@ -41,6 +48,8 @@ export type WorkerState = (typeof WORKER_STATES)[keyof typeof WORKER_STATES];
  */
 export class Worker {
   readonly id = randomUUID();
+  /** Where its operations go: the database, or an API server (remote). */
+  private readonly backend: WorkerBackend;
   private state: WorkerState = WORKER_STATES.created;
   private readonly registry: TaskRegistry;
   /** The tasks this worker claims, computed once: every claim sends them. */
@@ -60,7 +69,7 @@ export class Worker {
   private readonly runner: ExecutionRunner;
   /** Tells API servers' streams of steps recorded, apart from the step writes. */
   private readonly progress: ProgressAnnouncer;
-  private readonly notifications: WorkNotifications;
+  private readonly notifications: WorkSignals;
   /** Completions, written with the next claim in one statement (completeAndClaim). */
   private readonly completions: GroupCommitter<Completion, boolean>;
   private readonly leaseMs: number;
@@ -80,28 +89,28 @@ export class Worker {
   constructor(private readonly options: WorkerOptions) {
     this.registry = new TaskRegistry(options.tasks);
     this.taskNames = this.registry.names();
-    this.limits = this.registry.throttled();
+    const backend = (this.backend = backendFor(options));
+    // A claim that waits on an API server is flow-controlled there: all tasks go in one claim.
+    this.limits = backend.claimWaits ? new Map() : this.registry.throttled();
     // Registering makes this worker's versions current: it starts new executions until a later one registers.
     this.starting = new Set(this.taskNames);
     this.freeTasks = this.claimTasks();
     this.leaseMs = options.leaseMs ?? 30000;
     this.pollIntervalMs = options.pollIntervalMs ?? 1000;
     this.shutdownGraceMs = options.shutdownGraceMs ?? 10000;
-    const { db, log } = options;
+    const { log } = options;
     const prefetchHoldMs = options.prefetchHoldMs ?? 1000;
-    this.slots = new SlotPool({ db, log, concurrency: options.concurrency ?? 32, prefetch: options.prefetch, prefetchHoldMs, leaseMs: this.leaseMs, onFreed: () => this.signal.wakeForRoom() });
+    this.slots = new SlotPool({ backend, log, concurrency: options.concurrency ?? 32, prefetch: options.prefetch, prefetchHoldMs, leaseMs: this.leaseMs, onFreed: () => this.signal.wakeForRoom() });
     // The completion is group-committed by the worker, whose flush claims too (completeAndClaim).
     const complete = (completion: Completion) => this.completions.submit(completion);
     const limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.progress = new ProgressAnnouncer({ run: (sql) => this.notifications.run(sql), log, windowMs: options.progressWindowMs });
     const progressed = (id: string) => this.progress.add(id);
-    this.runner = new ExecutionRunner({ db, log, registry: this.registry, observer: options.observer, complete, limits, keepSuspended: options.keepSuspended ?? 256, onHandlerReturned: (held) => this.leaveHandler(held), progressed, tracing: options.tracing });
+    this.runner = new ExecutionRunner({ backend, log, registry: this.registry, observer: options.observer, complete, limits, keepSuspended: options.keepSuspended ?? 256, onHandlerReturned: (held) => this.leaveHandler(held), progressed, tracing: options.tracing });
     const serves = (task: string) => this.registry.get(task) !== undefined;
-    this.notifications = new WorkNotifications({
-      url: options.databaseUrl,
-      listener: options.listener,
-      log,
-      serves,
+    this.notifications = backend.listen(
+      {
+        serves,
       onWork: () => this.signal.wake(),
       // A delayed start: wake at its time, not at a poll.
       onWorkIn: (delayMs) => this.signal.wakeAt(Date.now() + delayMs),
@@ -109,14 +118,16 @@ export class Worker {
       onTaskRegistered: () => void this.readVersions(),
       onStreams: () => this.progress.streamsOpen(() => this.slots.heldExecutions().map((h) => h.lease.id)),
       onListening: () => this.progress.askForStreams(),
-    });
+      },
+      log,
+    );
     // While other handlers run, a completion waits a moment for theirs: a worker of few slots would
     // otherwise write statements of a few rows, and PostgreSQL's cost per statement is what bounds a
     // fleet of small workers (docs/benchmarks.md, "Many processes"). A lone execution's is written at once.
     const linger = () => (this.slots.runningCount > 0 ? COMPLETION_LINGER_MS : 0);
-    this.completions = new GroupCommitter((items: Completion[]) => this.completeAndClaim(items), isDatabaseUnavailable, { linger });
+    this.completions = new GroupCommitter((items: Completion[]) => this.completeAndClaim(items), (err) => backend.isUnavailable(err), { linger });
     this.presence = new WorkerPresence({
-      db,
+      backend,
       log,
       workerId: this.id,
       tasks: this.registry.served(),
@@ -142,7 +153,7 @@ export class Worker {
    * are gone, it starts them again. One read at a time; a failure keeps the last answer.
    */
   private readVersions(): Promise<void> {
-    this.versionsRead ??= startingTasks(this.options.db, this.registry.served())
+    this.versionsRead ??= this.backend.startingTasks(this.registry.served())
       .then((starting) => this.useStarting(starting))
       .catch((err: Error) => this.options.log.warn({ err: err.message }, 'reading the current task versions failed'))
       .finally(() => (this.versionsRead = undefined));
@@ -176,7 +187,7 @@ export class Worker {
     // Registered before its tasks: registering them makes its versions current and tells the other
     // workers, which must then find it live, or they go on starting executions on the old version
     // until their next read. Listening is independent, in parallel.
-    const registered = this.presence.start().then(() => upsertTasks(this.options.db, this.registry.toRegistrations()));
+    const registered = this.presence.start(this.registry.toRegistrations());
     const started = await Promise.allSettled([registered, this.notifications.start()]);
     const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) {
@@ -187,12 +198,12 @@ export class Worker {
     const rekeyed = (started[0] as PromiseFulfilledResult<string[]>).value;
     if (rekeyed.length > 0) {
       this.rekeyTimer = setTimeout(() => {
-        rekeyExecutions(this.options.db, rekeyed).catch((err: Error) => this.options.log.warn({ err: err.message, tasks: rekeyed }, 'keying executions again failed'));
+        this.backend.rekeyExecutions(rekeyed).catch((err: Error) => this.options.log.warn({ err: err.message, tasks: rekeyed }, 'keying executions again failed'));
       }, REKEY_AGAIN_MS);
       this.rekeyTimer.unref();
     }
     // Renewed at a third of the lease, so a failed renewal or two do not lose it.
-    const renewal = { db: this.options.db, log: this.options.log, leaseMs: this.leaseMs, onDatabaseError: () => this.options.observer?.databaseError?.() };
+    const renewal = { backend: this.backend, log: this.options.log, leaseMs: this.leaseMs, onDatabaseError: () => this.options.observer?.databaseError?.() };
     this.renewTimer = setInterval(() => void renewHeldLeases(this.slots, renewal), Math.max(200, Math.floor(this.leaseMs / 3)));
     this.slots.startHoldTimer();
     // Another version may have registered since; and a current version's workers may all go away.
@@ -201,7 +212,7 @@ export class Worker {
     this.loopDone = this.loop();
     const schedules = this.registry.cronSchedules();
     if (schedules.length > 0) {
-      this.cron = new CronFirer({ db: this.options.db, log: this.options.log, schedules });
+      this.cron = new CronFirer({ fire: (task, data, fireAt) => this.backend.fireCron(task, data, fireAt), log: this.options.log, schedules });
       this.cron.start();
     }
     this.options.log.info({ workerId: this.id, tasks: this.taskNames, concurrency: this.slots.concurrency }, 'worker started');
@@ -221,6 +232,7 @@ export class Worker {
     }
     this.state = WORKER_STATES.stopping;
     this.signal.wake();
+    this.backend.interruptClaims();
     // Not awaited here: the shutdown goes on while the mark is written (stop() below waits for it).
     void this.presence.markStopping();
     await Promise.all([this.loopDone, this.cron?.stop()]);
@@ -244,7 +256,7 @@ export class Worker {
       if (this.slots.heldCount > 0) await new Promise((resolve) => setImmediate(resolve));
       const free = this.slots.freeSlots();
       // A completion about to be written claims in its own statement (completeAndClaim): no second one.
-      if (free <= 0 || this.completions.pending) {
+      if (free <= 0 || (this.completions.pending && !this.backend.claimWaits)) {
         await this.signal.wait(this.pollIntervalMs);
         this.signal.reset();
         continue;
@@ -255,18 +267,22 @@ export class Worker {
       if (this.state !== WORKER_STATES.running) break;
       let claimed: ClaimedExecution[];
       let committed: Promise<void>;
+      let claim: ClaimAnswer;
       // Taken before the claim is sent: the database's lease ends leaseMs after its now() in the claim,
       // which is later than this, so the local expiry never outlives the real one.
       const claimSentAt = Date.now();
       const room = limitedTaken > 0 ? this.slots.freeSlots() : free;
       const epoch = this.signal.epoch;
+      // What could start at once, for a remote claim's limited tasks (before this claim's reservation).
+      const runnable = this.backend.claimWaits ? this.slots.roomForLimited() : 0;
       this.slots.reserveSlots(room);
       try {
         // Handlers start while the claim's commit is being flushed (see claimExecutionsBeforeCommit).
-        const claim = await claimExecutionsBeforeCommit(this.options.db, this.freeTasks, room, this.leaseMs, this.id);
+        claim = await this.backend.claim(this.freeTasks, room, this.leaseMs, this.id, runnable);
         claimed = claim.claimed;
         this.options.observer?.claim?.(room, claimed.length);
-        committed = claim.committed.catch((err: Error) => this.claimNotCommitted(claim.claimed, err));
+        const taken = claimed;
+        committed = claim.committed.catch((err: Error) => this.claimNotCommitted(taken, err));
         backoff = 100;
       } catch (err) {
         this.options.observer?.databaseError?.();
@@ -277,8 +293,14 @@ export class Worker {
       } finally {
         this.slots.unreserveSlots(room);
       }
-      await this.accept(claimed, claimSentAt, committed);
+      await this.accept(claimed, claim.leasedFrom ?? claimSentAt, committed);
+      if (claim.throttled) for (const t of claim.throttled) this.options.observer?.throttled?.(t.task, t.limit);
       if (this.state !== WORKER_STATES.running) break;
+      // A claim that waited for work claims again at once, unless it came back early with nothing.
+      if (this.backend.claimWaits) {
+        if (claimed.length === 0 && Date.now() - claimSentAt < this.pollIntervalMs) await this.signal.wait(this.pollIntervalMs);
+        continue;
+      }
       // A full batch means more may be due: claim again at once.
       if (limitedTaken + claimed.length < free) {
         this.noteShortClaim(epoch);
@@ -324,7 +346,7 @@ export class Worker {
     this.slots.reserveSlots(want);
     let claim: ThrottledClaim;
     try {
-      claim = await claimThrottledExecutions(this.options.db, { name: task, version: this.registry.get(task)?.version ?? '', startsNew: this.starting.has(task) }, policy, want, this.leaseMs, this.id, this.cursors.get(task) ?? '', runnable, completions);
+      claim = await this.backend.claimThrottled({ name: task, version: this.registry.get(task)?.version ?? '', startsNew: this.starting.has(task) }, policy, want, this.leaseMs, this.id, this.cursors.get(task) ?? '', runnable, completions);
     } finally {
       this.slots.unreserveSlots(want);
     }
@@ -346,7 +368,8 @@ export class Worker {
     if (this.limits.size > 0) return this.completeAndClaimLimited(items);
     const free = this.slots.roomForCompletions(this.completions.queued);
     // Nothing is due when the last claim came back short and no work was announced since.
-    const limit = this.state === WORKER_STATES.running && !this.signal.queueKnownEmpty ? Math.max(0, free) : 0;
+    // A claim that waits for work is the loop's alone: a completion claims nothing then.
+    const limit = this.state === WORKER_STATES.running && !this.signal.queueKnownEmpty && !this.backend.claimWaits ? Math.max(0, free) : 0;
     const seq = this.notifications.workSeq;
     const epoch = this.signal.epoch;
     const claimSentAt = Date.now();
@@ -354,7 +377,7 @@ export class Worker {
     let result: CompleteAndClaimResult;
     try {
       // The claimed handlers start while the commit is flushed, as a loop claim's do.
-      result = await completeAndClaimBeforeCommit(this.options.db, items, this.freeTasks, limit, this.leaseMs, this.id);
+      result = await this.backend.completeAndClaim(items, this.freeTasks, limit, this.leaseMs, this.id);
     } finally {
       this.slots.unreserveSlots(limit);
     }

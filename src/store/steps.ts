@@ -75,32 +75,58 @@ export async function loadReplayRecords(db: Db, executionId: string, seqs: reado
   return readReplayRows(db, 'stepwise_replay_records', 'execution_id = $1 AND (seq = ANY($2::int[]) OR seq >= $3)', [executionId, seqs, fromSeq]);
 }
 
-async function readReplayRows(db: Db, name: string, where: string, values: unknown[]): Promise<ReplayRecord[]> {
-  const rows = await preparedRows<{
-    seq: number;
-    name: string;
-    kind: StepKind;
-    completed: boolean;
-    result: unknown;
-    result_missing: boolean;
-    wake_ms: number | null;
-    started_ms: number;
-    ended_us: number | null;
-    outcome: StepOutcome | null;
-    error: ExecutionError | null;
-    failures: StepFailure[] | null;
-    attempt_base: number;
-  }>(
+/** A row of the replay reads (see readReplayRows). */
+interface ReplayRow {
+  execution_id?: string;
+  seq: number;
+  name: string;
+  kind: StepKind;
+  completed: boolean;
+  result: unknown;
+  result_missing: boolean;
+  wake_ms: number | null;
+  started_ms: number;
+  ended_us: number | null;
+  outcome: StepOutcome | null;
+  error: ExecutionError | null;
+  failures: StepFailure[] | null;
+  attempt_base: number;
+}
+
+/**
+ * The histories of several executions just claimed, in one statement (the API server claims for many
+ * remote workers at once): by execution id, each in position order. Executions without rows are absent.
+ */
+export async function loadReplayHistories(db: Db, executionIds: readonly string[]): Promise<Map<string, ReplayRecord[]>> {
+  const histories = new Map<string, ReplayRecord[]>();
+  if (executionIds.length === 0) return histories;
+  const rows = await readReplayRows(db, 'stepwise_replay_histories', 'execution_id = ANY($1::uuid[])', [executionIds], 'execution_id, ');
+  for (const { executionId, ...record } of rows as Array<ReplayRecord & { executionId: string }>) {
+    const list = histories.get(executionId);
+    if (list) list.push(record);
+    else histories.set(executionId, [record]);
+  }
+  return histories;
+}
+
+async function readReplayRows(db: Db, name: string, where: string, values: unknown[], extra = ''): Promise<ReplayRecord[]> {
+  const rows = await preparedRows<ReplayRow>(
     db,
     name,
-    `SELECT seq, name, kind, completed, result, result IS NULL AS result_missing,
+    `SELECT ${extra}seq, name, kind, completed, result, result IS NULL AS result_missing,
             (extract(epoch FROM wake_at) * 1000)::float8 AS wake_ms, (extract(epoch FROM started_at) * 1000)::float8 AS started_ms,
             (extract(epoch FROM completed_at) * 1000000)::float8 AS ended_us,
             outcome, CASE WHEN NOT completed THEN error END AS error, CASE WHEN NOT completed THEN failures END AS failures, attempt_base
-       FROM stepwise.steps WHERE ${where} ORDER BY seq`,
+       FROM stepwise.steps WHERE ${where} ORDER BY ${extra}seq`,
     values,
   );
-  return rows.map((r) => ({
+  // Only loadReplayHistories asks for the execution id: the worker's own reads allocate nothing more.
+  if (extra !== '') return rows.map((r) => ({ executionId: r.execution_id as string, ...toReplayRecord(r) }));
+  return rows.map(toReplayRecord);
+}
+
+function toReplayRecord(r: ReplayRow): ReplayRecord {
+  return {
     seq: r.seq,
     name: r.name,
     kind: r.kind,
@@ -114,7 +140,7 @@ async function readReplayRows(db: Db, name: string, where: string, values: unkno
     failures: r.failures ?? [],
     attemptBase: r.attempt_base,
     endedAt: r.ended_us,
-  }));
+  };
 }
 
 /** A completed step to record, under the lease of the worker that ran it. */
@@ -253,6 +279,21 @@ export async function recordStepFailure(db: Db, lease: Lease, f: StepFailureReco
       WHERE st.kind = 'step' AND NOT st.completed AND st.outcome IS NULL AND st.name = EXCLUDED.name
      RETURNING seq`,
     [lease.id, lease.token, f.seq, f.name, JSON.stringify(failure), f.final, f.final, JSON.stringify(f.error), f.retryAt ?? null, f.startedAt, f.final],
+  );
+  return rows.length > 0;
+}
+
+/**
+ * True when the execution still runs under `lease` and its step at `seq` keeps the failed attempt
+ * `attempt`: a failure sent again (after a lost answer) that recordStepFailure no longer takes,
+ * since the step is closed, was recorded the first time.
+ */
+export async function hasStepFailure(db: Db, lease: Lease, seq: number, attempt: number): Promise<boolean> {
+  const rows = await queryRows<{ seq: number }>(
+    db,
+    `SELECT s.seq FROM stepwise.executions e JOIN stepwise.steps s ON s.execution_id = e.id AND s.seq = ?
+      WHERE e.id = ? AND e.lease_token = ? AND e.status = 'running' AND s.failures @> jsonb_build_array(jsonb_build_object('attempt', ?::int))`,
+    [seq, lease.id, lease.token, attempt],
   );
   return rows.length > 0;
 }

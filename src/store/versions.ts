@@ -36,6 +36,24 @@ export async function recordHeartbeatReadingStarting(
   return { found: row.found, starting: new Set(row.starting) };
 }
 
+/**
+ * recordHeartbeatReadingStarting for a worker whose tasks the caller does not hold (an API server
+ * beating for a remote worker): the tasks and versions are its row's, as it registered them.
+ */
+export async function recordHeartbeatOfRow(db: Db, id: string, running: number): Promise<{ found: boolean; starting: Set<string> }> {
+  const [row] = await queryRows<{ found: boolean; starting: string[] }>(
+    db,
+    `WITH beat AS (UPDATE stepwise.workers SET last_seen_at = now(), running = ? WHERE worker_id = ? RETURNING tasks, task_versions)
+     SELECT EXISTS (SELECT 1 FROM beat) AS found, ARRAY(
+       SELECT t.name FROM stepwise.tasks t
+         JOIN (SELECT u.name, coalesce(b.task_versions->>u.name, '') AS version FROM beat b, unnest(b.tasks) AS u(name)) u ON u.name = t.name
+        WHERE coalesce(t.current_version, '') = u.version
+           OR NOT ${servedByLiveWorker('t.name', "coalesce(t.current_version, '')")}) AS starting`,
+    [running, id],
+  );
+  return { found: row.found, starting: new Set(row.starting) };
+}
+
 /** One version of a task: the live workers serving it and the unfinished executions pinned to it. */
 export interface VersionCount {
   task: string;

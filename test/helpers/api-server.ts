@@ -6,6 +6,7 @@ import { createLogger, type Logger } from '../../src/logger';
 import type { Db } from '../../src/store/db';
 import { createTestDatabase, type TestDatabase } from './db';
 import { findSpecViolations, recordResponse, SpecViolationError, type RecordedResponse } from './spec-matcher';
+import { useApiForRemoteWorkers } from './worker';
 
 /** Collects a logger's JSON lines in memory (for tests that read the log). */
 export class LogCapture extends Writable {
@@ -49,6 +50,7 @@ export interface TestApiOptions {
   basePath?: string;
   http?: Partial<Config['http']>;
   webhooks?: Partial<Config['webhooks']>;
+  limits?: Partial<Config['limits']>;
   logLevel?: string;
   /** Use this database pool (and URL) instead of a fresh test database. */
   db?: { db: Db; url: string };
@@ -75,6 +77,7 @@ export async function startTestApi(options: TestApiOptions = {}): Promise<TestAp
       'metrics.token': options.metricsToken,
       ...Object.fromEntries(Object.entries(options.http ?? {}).map(([k, v]) => [`http.${k}`, v])),
       ...Object.fromEntries(Object.entries(options.webhooks ?? {}).map(([k, v]) => [`webhooks.${k}`, v])),
+      ...Object.fromEntries(Object.entries(options.limits ?? {}).map(([k, v]) => [`limits.${k}`, v])),
     },
   });
   const logs = new LogCapture();
@@ -82,6 +85,8 @@ export async function startTestApi(options: TestApiOptions = {}): Promise<TestAp
   const api = await startApiServer({ config, databaseUrl: url, db, log, streamsAnnounceMs: options.streamsAnnounceMs });
   const base = new URL(api.url);
   const violations: string[] = [];
+  // Remote test workers (STEPWISE_TEST_WORKER_MODE=remote) on this database talk to this server.
+  useApiForRemoteWorkers(db, { url: api.url, token: options.tokens?.[0] });
 
   const check = (rec: RecordedResponse) => {
     const problems = findSpecViolations(rec);
@@ -122,6 +127,7 @@ export async function startTestApi(options: TestApiOptions = {}): Promise<TestAp
       return rec;
     },
     async close() {
+      useApiForRemoteWorkers(db, undefined);
       await api.close();
       if (t) await t.drop();
       expect(violations).toEqual([]);

@@ -169,13 +169,17 @@ function requestFor(op: SpecOperation, ctx: FuzzContext): fc.Arbitrary<FuzzReque
     });
 }
 
-/** Requests spread over every operation of the contract. */
+/**
+ * Requests spread over every operation of the contract. The worker protocol's many batch operations
+ * share a third of the weight of one client operation each, so they do not thin out the others.
+ */
 export function fuzzRequests(ctx: FuzzContext): fc.Arbitrary<FuzzRequest> {
-  return fc.oneof(...[...ctx.spec.operations.values()].map((op) => requestFor(op, ctx)));
+  const tagsOf = (op: SpecOperation) => ((ctx.spec.document as { paths: Record<string, Record<string, { tags?: string[] }>> }).paths[op.path][op.method.toLowerCase()].tags ?? []);
+  return fc.oneof(...[...ctx.spec.operations.values()].map((op) => ({ weight: tagsOf(op).includes('Worker protocol') ? 1 : 3, arbitrary: requestFor(op, ctx) })));
 }
 
-/** Operations whose valid requests legitimately stay open: the long-poll and the event streams. */
-const LASTING = new Set(['waitForExecution', 'streamExecution', 'streamExecutionChanges']);
+/** Operations whose valid requests legitimately stay open: the long-polls and the event streams. */
+const LASTING = new Set(['waitForExecution', 'streamExecution', 'streamExecutionChanges', 'claimActivations']);
 
 /**
  * Sends one fuzz request (bodies as raw bytes, so malformed text arrives as it is). A valid long-poll

@@ -3,6 +3,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { queryRows } from '../../src/store/db';
 import { getExecution, insertExecutions } from '../../src/store/executions';
+import { startTestApi } from '../helpers/api-server';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { waitUntil } from '../helpers/wait-until';
 
@@ -142,6 +143,33 @@ describe('stepwise command line', () => {
       child.kill('SIGTERM');
       expect(await exited).toBe(0);
     }
+  });
+});
+
+describe('stepwise worker --url', () => {
+  test('runs the module’s tasks through an API server, with no database, and leaves the registry when stopped', async () => {
+    const api = await startTestApi({ db: { db: t.db, url: t.url }, tokens: ['remote-worker-token'] });
+    const child = spawn(process.execPath, [BIN, 'worker', '--tasks', 'test/fixtures/tasks-cjs.js', '--url', api.api.url, '--token', 'remote-worker-token'], {
+      cwd: ROOT,
+      // No DATABASE_URL: everything goes through the API server.
+      env: { ...process.env, STEPWISE_FROM_SOURCE: '1', LOG_LEVEL: 'warn', DATABASE_URL: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', r));
+    const remoteWorkers = async () => (await api.client.raw.GET('/api/v1/workers')).data?.workers.filter((w) => w.tasks.includes('cjs-task')) ?? [];
+    try {
+      await waitUntil(async () => (await remoteWorkers()).length === 1, `the remote worker to register (${out})`, 20000);
+      const scheduled = await api.client.schedule('cjs-task', { n: 21 });
+      const done = await api.client.wait(scheduled.execution_id, { timeoutSeconds: 20 });
+      expect(done).toMatchObject({ status: 'completed', output: { tripled: 63, from: 'js' } });
+    } finally {
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    }
+    expect(await remoteWorkers()).toEqual([]);
+    await api.close();
   });
 });
 

@@ -143,13 +143,9 @@ const claimStatementsByArray = new WeakMap<readonly ClaimTask[], ClaimStatements
 export function claimStatements(tasks: readonly ClaimTask[]): ClaimStatements {
   const known = claimStatementsByArray.get(tasks);
   if (known) return known;
-  const served = [...new Map(tasks.map((t) => [servedName(t), [servedVersion(t), startsNew(t)] as const]))].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  const key = JSON.stringify(served);
+  const { key, list, pin, suffix } = taskListSql(tasks);
   let statements = claimStatementsByTasks.get(key);
   if (!statements) {
-    const list = `unnest(ARRAY[${served.map(([n]) => pg.escapeLiteral(n)).join(', ')}]::text[], ARRAY[${served.map(([, [v]]) => pg.escapeLiteral(v)).join(', ')}]::text[], ARRAY[${served.map(([, [, s]]) => String(s)).join(', ')}]::boolean[])`;
-    const pin = pinnedVersionSql(tasks, 'e.task');
-    const suffix = createHash('sha256').update(key).digest('hex').slice(0, 16);
     statements = {
       claimName: `stepwise_claim_${suffix}`,
       claimSql: `WITH ${claimCtes(list, pin, '$1', '$2', '$3', 'TRUE')}
@@ -166,6 +162,52 @@ export function claimStatements(tasks: readonly ClaimTask[]): ClaimStatements {
   }
   claimStatementsByArray.set(tasks, statements);
   return statements;
+}
+
+/**
+ * A claim's task list written as SQL: `list` the unnest of (name, version, starts_new) rows, `pin`
+ * the version an unpinned execution is pinned to, `key` and `suffix` what names its statements.
+ */
+function taskListSql(tasks: readonly ClaimTask[]): { key: string; list: string; pin: string; suffix: string } {
+  const served = [...new Map(tasks.map((t) => [servedName(t), [servedVersion(t), startsNew(t)] as const]))].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const key = JSON.stringify(served);
+  const list = `unnest(ARRAY[${served.map(([n]) => pg.escapeLiteral(n)).join(', ')}]::text[], ARRAY[${served.map(([, [v]]) => pg.escapeLiteral(v)).join(', ')}]::text[], ARRAY[${served.map(([, [, s]]) => String(s)).join(', ')}]::boolean[])`;
+  const pin = pinnedVersionSql(tasks, 'e.task');
+  return { key, list, pin, suffix: createHash('sha256').update(key).digest('hex').slice(0, 16) };
+}
+
+const fillStatements = new Map<string, { name: string; sql: string }>();
+
+/** A claimed execution of claimForWorkers, with the worker it went to. */
+export interface ClaimedForWorker extends ClaimedExecution {
+  workerId: string;
+}
+
+/**
+ * Claims, in one statement, due executions of `tasks` for several workers at once (the API server's
+ * long-polls): `workerIds` holds one worker id per place, a worker's id repeated as many times as it
+ * has room, and the claim takes at most that many. Each execution claimed takes one place, and is
+ * leased to (and attributed to) the worker of that place. Everything else is claimExecutions'.
+ */
+export async function claimForWorkers(db: Db, tasks: readonly ClaimTask[], workerIds: readonly string[], leaseMs: number): Promise<ClaimedForWorker[]> {
+  if (workerIds.length === 0 || tasks.length === 0) return [];
+  const { key, list, pin, suffix } = taskListSql(tasks);
+  let statement = fillStatements.get(key);
+  if (!statement) {
+    // The place of a row: its position among the due rows (one scan of the materialized CTE).
+    const place = 'array_position(ARRAY(SELECT id FROM due), e.id)';
+    statement = {
+      name: `stepwise_claim_for_workers_${suffix}`,
+      sql: `WITH ${claimCtes(list, pin, '$1', '$2', `($3::uuid[])[${place}]`, 'TRUE')}
+     SELECT ${CLAIM_COLUMNS}, ($3::uuid[])[array_position(ARRAY(SELECT id FROM due), claimed.id)] AS place_worker,
+            (SELECT count(*) FROM claim_notified) AS _c
+       FROM claimed JOIN due USING (id)`,
+    };
+    fillStatements.set(key, statement);
+  }
+  const sent = Date.now();
+  const rows = await preparedRows<ClaimRow & { place_worker: string }>(db, statement.name, statement.sql, [workerIds.length, leaseMs / 1000, workerIds]);
+  return rows.map((r) => ({ ...toClaimed(sent)(r), workerId: r.place_worker }));
 }
 
 /** Maps a claimed row, for a claim sent at `sent` on the local clock. */

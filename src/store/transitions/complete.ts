@@ -45,8 +45,8 @@ export async function completeExecutions(db: Db, items: readonly Completion[]): 
  * the items, the generic plan re-scanned the unnest once per row: 96 x 96 comparisons, 4 of a 9 ms
  * statement.
  */
-const completeCtes = (joined: boolean) => `parents AS (
-       SELECT id FROM stepwise.executions WHERE id = ANY(${P('$4', 'uuid[]')}) ORDER BY id FOR NO KEY UPDATE
+const completeCtes = (joined: boolean, parentIds = `id = ANY(${P('$4', 'uuid[]')})`, returning = 'e.id') => `parents AS (
+       SELECT id FROM stepwise.executions WHERE ${parentIds} ORDER BY id FOR NO KEY UPDATE
      ),
      own AS (
        SELECT id FROM stepwise.executions WHERE id = ANY(${P('$1', 'uuid[]')}) AND (SELECT count(*) FROM parents) >= 0 ORDER BY id FOR NO KEY UPDATE
@@ -63,7 +63,7 @@ const completeCtes = (joined: boolean) => `parents AS (
           AND ($1::uuid[])[array_position($2::uuid[], e.lease_token)] = e.id`
          }
           AND (SELECT count(*) FROM own) >= 0
-        RETURNING e.id
+        RETURNING ${returning}
      ),
      notified AS (
        ${notifyIds(CHANNEL_CHANGED, 'done')}
@@ -79,6 +79,34 @@ export const COMPLETE_CTES = completeCtes(false);
  * it; a throttled claim keeps COMPLETE_CTES, whose timing its keyed claims were tuned with.
  */
 export const COMPLETE_JOINED_CTES = completeCtes(true);
+
+/**
+ * COMPLETE_JOINED_CTES for completions whose parents the caller does not know (the worker protocol's:
+ * a remote worker names only the execution and its lease): the parents are read from the rows
+ * themselves (a parent_id never changes), then locked first all the same. Parameters $1-$3 only.
+ */
+const COMPLETE_FINDING_PARENTS_CTES = completeCtes(
+  true,
+  `id IN (SELECT parent_id FROM stepwise.executions WHERE id = ANY(${P('$1', 'uuid[]')}) AND parent_id IS NOT NULL)`,
+  'e.id, i.token',
+);
+
+/**
+ * completeExecutions for completions without their parents' ids (see COMPLETE_FINDING_PARENTS_CTES).
+ * Returns `id:token` of those that landed: a batch of several workers may hold a stale completion of
+ * an execution beside the current one.
+ */
+export async function completeExecutionsFindingParents(db: Db, items: readonly Completion[]): Promise<Set<string>> {
+  if (items.length === 0) return new Set();
+  const rows = await preparedRows<{ id: string; token: string }>(
+    db,
+    'stepwise_complete_finding_parents',
+    `WITH ${COMPLETE_FINDING_PARENTS_CTES}
+     SELECT id, token, (SELECT count(*) FROM notified) AS _n FROM done`,
+    completionParams(items).slice(0, 3),
+  );
+  return new Set(rows.map((r) => `${r.id}:${r.token}`));
+}
 
 export const completionParams = (items: readonly Completion[]) => [
   items.map((i) => i.id),

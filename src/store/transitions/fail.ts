@@ -19,11 +19,25 @@ export async function failExecution(
   parentId: string | null = null,
   attemptError: ExecutionError & { stack?: string } = error,
 ): Promise<boolean> {
+  return failWith(db, '?::uuid', parentId, lease, error, retryDelayMs, attemptError);
+}
+
+/**
+ * failExecution for a caller that does not know the execution's parent (the worker protocol's: a
+ * remote worker names only the execution and its lease): the parent is read from the row (a
+ * parent_id never changes), then locked first all the same.
+ */
+export async function failExecutionFindingParent(db: Db, lease: Lease, error: ExecutionError, retryDelayMs: number | null, attemptError: ExecutionError & { stack?: string } = error): Promise<boolean> {
+  return failWith(db, '(SELECT parent_id FROM stepwise.executions WHERE id = ?::uuid)', lease.id, lease, error, retryDelayMs, attemptError);
+}
+
+/** failExecution's statement; `parent` is the SQL of the parent's id, over the parameter `parentParam`. */
+async function failWith(db: Db, parent: string, parentParam: string | null, lease: Lease, error: ExecutionError, retryDelayMs: number | null, attemptError: ExecutionError & { stack?: string }): Promise<boolean> {
   const final = retryDelayMs === null;
   const rows = await queryRows<{ id: string }>(
     db,
     `WITH parent AS (
-       SELECT id FROM stepwise.executions WHERE ? AND id = ?::uuid FOR NO KEY UPDATE
+       SELECT id FROM stepwise.executions WHERE ? AND id = ${parent} FOR NO KEY UPDATE
      ),
      failed AS (
        UPDATE stepwise.executions
@@ -40,7 +54,7 @@ export async function failExecution(
        ON CONFLICT (execution_id, attempt) DO UPDATE SET ended_at = EXCLUDED.ended_at, outcome = EXCLUDED.outcome, error = EXCLUDED.error
      )
      SELECT id, pg_notify('${CHANNEL_CHANGED}', id::text) IS NULL AS _n FROM failed`,
-    [final, parentId, final, toJsonb(error), final, final, (retryDelayMs ?? 0) / 1000, lease.id, lease.token, final ? 'failed' : 'retrying', toJsonb(attemptError)],
+    [final, parentParam, final, toJsonb(error), final, final, (retryDelayMs ?? 0) / 1000, lease.id, lease.token, final ? 'failed' : 'retrying', toJsonb(attemptError)],
   );
   return rows.length > 0;
 }
