@@ -148,7 +148,7 @@ describe('stepwise command line', () => {
 
 describe('stepwise worker --url', () => {
   test('runs the module’s tasks through an API server, with no database, and leaves the registry when stopped', async () => {
-    const api = await startTestApi({ db: { db: t.db, url: t.url }, tokens: ['remote-worker-token'] });
+    const api = await startTestApi({ db: { db: t.db, url: t.url }, tokens: ['cli-client-token'], workerTokens: ['remote-worker-token'] });
     const child = spawn(process.execPath, [BIN, 'worker', '--tasks', 'test/fixtures/tasks-cjs.js', '--url', api.api.url, '--token', 'remote-worker-token'], {
       cwd: ROOT,
       // No DATABASE_URL: everything goes through the API server.
