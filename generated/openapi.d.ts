@@ -1593,11 +1593,19 @@ export interface components {
                 code?: "invalid_data" | "task_not_registered";
             };
         };
-        /** @description An envelope with code `service_unavailable`. */
+        /**
+         * @description An envelope with code `service_unavailable`, saying why in `reason`: `database_unavailable`
+         *     when the database cannot be reached, or did not answer within the server's database timeouts
+         *     (the request's statements were cancelled or abandoned, none left running to commit later),
+         *     or `pool_saturated` when every database connection of the server is in use while the
+         *     database answers (the server is busy; it needs more connections or fewer long requests).
+         */
         ServiceUnavailableError: components["schemas"]["ErrorEnvelope"] & {
             error?: {
                 /** @constant */
                 code?: "service_unavailable";
+                /** @enum {string} */
+                reason?: "database_unavailable" | "pool_saturated";
             };
         };
         /** @description An envelope with code `webhook_not_found`. */
@@ -1784,7 +1792,7 @@ export interface components {
                 "application/json": components["schemas"]["InvalidDataError"];
             };
         };
-        /** @description The database is unreachable (`service_unavailable`); retry after `Retry-After` seconds. */
+        /** @description The database is unreachable or silent, or every database connection of the server is busy (`service_unavailable`); retry after `Retry-After` seconds. */
         ServiceUnavailable: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -1796,7 +1804,8 @@ export interface components {
                  * @example {
                  *       "error": {
                  *         "code": "service_unavailable",
-                 *         "message": "the database is unavailable; retry later"
+                 *         "message": "the database is unavailable; retry later",
+                 *         "reason": "database_unavailable"
                  *       }
                  *     }
                  */

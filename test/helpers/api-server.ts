@@ -49,6 +49,8 @@ export interface TestApiOptions {
   basePath?: string;
   http?: Partial<Config['http']>;
   webhooks?: Partial<Config['webhooks']>;
+  /** The `db` settings (timeouts); the pool itself is `db`'s or the test database's. */
+  dbConfig?: Partial<Config['db']>;
   logLevel?: string;
   /** Use this database pool (and URL) instead of a fresh test database. */
   db?: { db: Db; url: string };
@@ -75,6 +77,7 @@ export async function startTestApi(options: TestApiOptions = {}): Promise<TestAp
       'metrics.token': options.metricsToken,
       ...Object.fromEntries(Object.entries(options.http ?? {}).map(([k, v]) => [`http.${k}`, v])),
       ...Object.fromEntries(Object.entries(options.webhooks ?? {}).map(([k, v]) => [`webhooks.${k}`, v])),
+      ...Object.fromEntries(Object.entries(options.dbConfig ?? {}).map(([k, v]) => [`db.${k}`, v])),
     },
   });
   const logs = new LogCapture();
