@@ -16,6 +16,13 @@ export interface paths {
          * @description A page of executions ordered by `created_at`, ties broken by `execution_id`, so paging with
          *     `offset` never skips or repeats rows. `total` counts every execution that matches the filter.
          *
+         *     Two ways to page: `offset` for the first pages (it walks every execution it skips, so an
+         *     `offset` above the server's maximum, 10,000 by default, is refused with 422), and `cursor`
+         *     for any depth: each page's `next_cursor` continues right after its last execution, at the
+         *     cost of a first page. A walk by cursor returns each execution once even while new ones are
+         *     scheduled: with `order=asc` they come at its end; with `desc` (the default) the walk goes
+         *     back in time and does not meet them.
+         *
          *     Filters combine: an execution is listed when it matches every one given. `created_after` and
          *     `created_before` make a half-open range (`created_after` ≤ `created_at` < `created_before`),
          *     so consecutive ranges neither overlap nor leave a gap.
@@ -892,8 +899,10 @@ export interface components {
             total: number;
             /** @description The page size applied (after clamping). */
             limit: number;
-            /** @description The offset applied. */
+            /** @description The offset applied (0 with a `cursor`). */
             offset: number;
+            /** @description The `cursor` of the page after this one; null when no execution follows this page. */
+            next_cursor: string | null;
         };
         /** @description The long-poll's timeout passed before the execution ended. */
         WaitTimedOut: {
@@ -1892,8 +1901,15 @@ export interface operations {
                 created_before?: string;
                 /** @description Page size. Values above 500 are clamped to 500; the response's `limit` shows the value applied. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Executions to skip before the page starts. */
-                offset?: components["parameters"]["Offset"];
+                /** @description Executions to skip before the page starts; at most the server's maximum (`STEPWISE_LIST_MAX_OFFSET`, 10,000 by default), past which `cursor` pages deeper. */
+                offset?: number;
+                /**
+                 * @description Start right after the last execution of the page whose `next_cursor` this is. Send it with
+                 *     the same filters and `order` as that page; `offset` must then be 0 or absent. A cursor
+                 *     this server did not give out, or one made for the other order, gets 422.
+                 * @example eyJvIjoiZGVzYyIsInQiOiIyMDI0LTEwLTMwVDEyOjAwOjAwLjEyMzQ1NloiLCJpIjoiMDE5MmQ0YzgtN2E1MS03Y2MyLTlhMWUtMmY3ZjNjM2I5ZDEwIn0
+                 */
+                cursor?: string;
                 /** @description Newest first (`desc`, the default) or oldest first (`asc`). */
                 order?: "asc" | "desc";
             };
@@ -1930,7 +1946,8 @@ export interface operations {
                      *       ],
                      *       "total": 1,
                      *       "limit": 50,
-                     *       "offset": 0
+                     *       "offset": 0,
+                     *       "next_cursor": null
                      *     }
                      */
                     "application/json": components["schemas"]["ExecutionList"];
