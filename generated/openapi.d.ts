@@ -257,6 +257,12 @@ export interface paths {
          *     statement of its own, so none clobbers a transition that came in between: `changed` counts
          *     those that were, `matched` those the filter found. Without `status`, the filter takes
          *     the statuses that can be cancelled (pending, running, waiting).
+         *
+         *     The action goes in batches (`STEPWISE_BULK_BATCH_SIZE`, 100 by default) under a time budget
+         *     per request (`STEPWISE_BULK_BUDGET_MS`, 5 s by default), so an answer never waits for ten
+         *     thousand executions: past the budget the request answers, between two batches, with what it
+         *     did and a `next_cursor` to send back as `cursor` until it is null. A stop leaves no
+         *     execution half-changed, and the action takes only executions created before it began.
          */
         post: operations["bulkCancelExecutions"];
         delete?: never;
@@ -280,6 +286,12 @@ export interface paths {
          *     statement of its own, so none clobbers a transition that came in between: `changed` counts
          *     those that were, `matched` those the filter found. Without `status`, the filter takes
          *     both statuses that can be retried (failed, cancelled).
+         *
+         *     The action goes in batches (`STEPWISE_BULK_BATCH_SIZE`, 100 by default) under a time budget
+         *     per request (`STEPWISE_BULK_BUDGET_MS`, 5 s by default), so an answer never waits for ten
+         *     thousand executions: past the budget the request answers, between two batches, with what it
+         *     did and a `next_cursor` to send back as `cursor` until it is null. A stop leaves no
+         *     execution half-changed, and the action takes only executions created before it began.
          */
         post: operations["bulkRetryExecutions"];
         delete?: never;
@@ -336,6 +348,12 @@ export interface paths {
          *     the filter takes the statuses that can move (pending, waiting, and running, of which only
          *     those whose worker is gone move). A version no live worker serves answers 409
          *     `task_version_not_served`.
+         *
+         *     The action goes in batches (`STEPWISE_BULK_BATCH_SIZE`, 100 by default) under a time budget
+         *     per request (`STEPWISE_BULK_BUDGET_MS`, 5 s by default), so an answer never waits for ten
+         *     thousand executions: past the budget the request answers, between two batches, with what it
+         *     did and a `next_cursor` to send back as `cursor` until it is null. A stop leaves no
+         *     execution half-changed, and the action takes only executions created before it began.
          */
         post: operations["bulkUpgradeExecutions"];
         delete?: never;
@@ -995,6 +1013,12 @@ export interface components {
              * @default 1000
              */
             limit: number;
+            /**
+             * @description Continue the action where its previous request stopped: that answer's `next_cursor`,
+             *     sent with the same filter (and `limit`, which counts the executions of every request of
+             *     the action). Omit it to start an action.
+             */
+            cursor?: string;
         };
         /** @description The version to move an execution to. */
         UpgradeExecutionRequest: {
@@ -1043,13 +1067,25 @@ export interface components {
              * @default 1000
              */
             limit: number;
+            /**
+             * @description Continue the action where its previous request stopped: that answer's `next_cursor`,
+             *     sent with the same filter (and `limit`, which counts the executions of every request of
+             *     the action). Omit it to start an action.
+             */
+            cursor?: string;
         };
-        /** @description What a bulk action did. */
+        /** @description What a request of a bulk action did, and whether the action goes on. */
         BulkResult: {
-            /** @description Executions the filter found. */
+            /** @description Executions the filter found in this request. */
             matched: number;
-            /** @description Executions the action changed (the others had moved on meanwhile). */
+            /** @description Executions this request changed (the others had moved on meanwhile). */
             changed: number;
+            /**
+             * @description Null when the action is done: the filter matches nothing more, or `limit` executions were
+             *     taken. Otherwise the request stopped at the server's time budget (`STEPWISE_BULK_BUDGET_MS`)
+             *     between two batches: send the same body again with this as `cursor` to go on.
+             */
+            next_cursor: string | null;
         };
         /** @description Whether a task is paused. */
         TaskPauseState: {
@@ -2540,7 +2576,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "matched": 12,
-                     *       "changed": 11
+                     *       "changed": 11,
+                     *       "next_cursor": null
                      *     }
                      */
                     "application/json": components["schemas"]["BulkResult"];
@@ -2588,7 +2625,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "matched": 12,
-                     *       "changed": 11
+                     *       "changed": 11,
+                     *       "next_cursor": null
                      *     }
                      */
                     "application/json": components["schemas"]["BulkResult"];
@@ -2708,7 +2746,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "matched": 41,
-                     *       "changed": 41
+                     *       "changed": 41,
+                     *       "next_cursor": null
                      *     }
                      */
                     "application/json": components["schemas"]["BulkResult"];

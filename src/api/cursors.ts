@@ -4,8 +4,9 @@ import type { ListPosition } from '../store/executions';
 /**
  * The opaque cursors of keyset paging: base64url JSON that a client hands back unread. A list's
  * cursor holds the order it was made for and the position of a page's last execution; a bulk
- * action's holds the position it reached and the instant its first batch began (executions created
- * after that are not the action's). Each is checked field by field when it comes back: it is input.
+ * action's holds the position it reached, the instant its first batch began (executions created
+ * after that are not the action's) and how many it took. Each is checked field by field when it
+ * comes back: it is input.
  */
 
 /** An instant to the microsecond in UTC, as ListPosition holds it. */
@@ -46,22 +47,27 @@ export function readListCursor(cursor: string, order: 'asc' | 'desc'): ListPosit
   return position;
 }
 
-/** Where a bulk action stopped, and the instant its first batch began. */
+/** Where a bulk action stopped, the instant its first batch began, and how many executions it took so far. */
 export interface BulkProgress {
   after: ListPosition;
   /** Only executions created before this instant (microseconds, UTC) are the action's. */
   until: string;
+  /** Executions the action took in its earlier requests: its `limit` counts them. */
+  taken: number;
 }
 
 /** The `next_cursor` of a bulk action that stopped at `progress`. */
 export function bulkCursor(progress: BulkProgress): string {
-  return encode({ t: progress.after.createdAt, i: progress.after.id, u: progress.until });
+  return encode({ t: progress.after.createdAt, i: progress.after.id, u: progress.until, n: progress.taken });
 }
 
 /** Where a bulk action's `cursor` continues; one not made by bulkCursor is invalid data. */
 export function readBulkCursor(cursor: string): BulkProgress {
   const value = decode(cursor);
   const after = value && positionOf(value);
-  if (!value || !after || typeof value.u !== 'string' || !MICRO_INSTANT.test(value.u)) throw badCursor('body/cursor', "must be a bulk action's next_cursor, as this server gave it out");
-  return { after, until: value.u };
+  const { u, n } = value ?? {};
+  if (!after || typeof u !== 'string' || !MICRO_INSTANT.test(u) || typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) {
+    throw badCursor('body/cursor', "must be a bulk action's next_cursor, as this server gave it out");
+  }
+  return { after, until: u, taken: n };
 }
