@@ -66,7 +66,7 @@ export interface PoolGuardOptions {
   queryTimeoutMs: number;
 }
 
-/** The pool's afterCreate hook and the guard that needs it, made together (see guardPool). */
+/** The pool's afterCreate hook and the wrappers of its acquire and release, made together (see createPoolGuard). */
 export interface PoolGuard {
   /** knex's `pool.afterCreate`: watches each new connection's socket. */
   afterCreate(connection: unknown, done: (err: Error | null, connection: unknown) => void): void;
@@ -75,16 +75,11 @@ export interface PoolGuard {
 }
 
 /**
- * Keeps every statement on a pool within bounded time, and names why a connection could not be had.
- *
- * A connection is watched while it is checked out: when the database sends nothing for queryTimeoutMs
- * (a silent proxy or a hung server, which TCP keep-alive cannot see: the peer still ACKs), its socket
- * is destroyed. The statement then fails as unavailable, the pool drops the connection, and PostgreSQL,
- * seeing the session gone, rolls back whatever it had begun: nothing of a request answered 503 is
- * left running to commit later. Idle connections in the pool are not watched (silence is their job).
- *
- * A connection that could not be had in time is PoolSaturatedError when every connection is in use
- * and the database's last word was an answer, else DatabaseUnavailableError.
+ * Bounds every statement on a pool. A checked-out connection whose database sends nothing for
+ * queryTimeoutMs (a hung server or proxy: TCP keep-alive cannot see it) has its socket destroyed, so
+ * the statement fails as unavailable and PostgreSQL, seeing the session gone, rolls back what it had
+ * begun. A connection not had in time is PoolSaturatedError when every one is in use and the
+ * database's last word was an answer, else DatabaseUnavailableError. Idle pool connections are not watched.
  */
 export function createPoolGuard(options: PoolGuardOptions): PoolGuard {
   const health = new PoolHealth();
