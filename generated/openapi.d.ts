@@ -16,6 +16,13 @@ export interface paths {
          * @description A page of executions ordered by `created_at`, ties broken by `execution_id`, so paging with
          *     `offset` never skips or repeats rows. `total` counts every execution that matches the filter.
          *
+         *     Two ways to page: `offset` for the first pages (it walks every execution it skips, so an
+         *     `offset` above the server's maximum, 10,000 by default, is refused with 422), and `cursor`
+         *     for any depth: each page's `next_cursor` continues right after its last execution, at the
+         *     cost of a first page. A walk by cursor returns each execution once even while new ones are
+         *     scheduled: with `order=asc` they come at its end; with `desc` (the default) the walk goes
+         *     back in time and does not meet them.
+         *
          *     Filters combine: an execution is listed when it matches every one given. `created_after` and
          *     `created_before` make a half-open range (`created_after` ≤ `created_at` < `created_before`),
          *     so consecutive ranges neither overlap nor leave a gap.
@@ -250,6 +257,12 @@ export interface paths {
          *     statement of its own, so none clobbers a transition that came in between: `changed` counts
          *     those that were, `matched` those the filter found. Without `status`, the filter takes
          *     the statuses that can be cancelled (pending, running, waiting).
+         *
+         *     The action goes in batches (`STEPWISE_BULK_BATCH_SIZE`, 100 by default) under a time budget
+         *     per request (`STEPWISE_BULK_BUDGET_MS`, 5 s by default), so an answer never waits for ten
+         *     thousand executions: past the budget the request answers, between two batches, with what it
+         *     did and a `next_cursor` to send back as `cursor` until it is null. A stop leaves no
+         *     execution half-changed, and the action takes only executions created before it began.
          */
         post: operations["bulkCancelExecutions"];
         delete?: never;
@@ -273,6 +286,12 @@ export interface paths {
          *     statement of its own, so none clobbers a transition that came in between: `changed` counts
          *     those that were, `matched` those the filter found. Without `status`, the filter takes
          *     both statuses that can be retried (failed, cancelled).
+         *
+         *     The action goes in batches (`STEPWISE_BULK_BATCH_SIZE`, 100 by default) under a time budget
+         *     per request (`STEPWISE_BULK_BUDGET_MS`, 5 s by default), so an answer never waits for ten
+         *     thousand executions: past the budget the request answers, between two batches, with what it
+         *     did and a `next_cursor` to send back as `cursor` until it is null. A stop leaves no
+         *     execution half-changed, and the action takes only executions created before it began.
          */
         post: operations["bulkRetryExecutions"];
         delete?: never;
@@ -329,6 +348,12 @@ export interface paths {
          *     the filter takes the statuses that can move (pending, waiting, and running, of which only
          *     those whose worker is gone move). A version no live worker serves answers 409
          *     `task_version_not_served`.
+         *
+         *     The action goes in batches (`STEPWISE_BULK_BATCH_SIZE`, 100 by default) under a time budget
+         *     per request (`STEPWISE_BULK_BUDGET_MS`, 5 s by default), so an answer never waits for ten
+         *     thousand executions: past the budget the request answers, between two batches, with what it
+         *     did and a `next_cursor` to send back as `cursor` until it is null. A stop leaves no
+         *     execution half-changed, and the action takes only executions created before it began.
          */
         post: operations["bulkUpgradeExecutions"];
         delete?: never;
@@ -1326,8 +1351,10 @@ export interface components {
             total: number;
             /** @description The page size applied (after clamping). */
             limit: number;
-            /** @description The offset applied. */
+            /** @description The offset applied (0 with a `cursor`). */
             offset: number;
+            /** @description The `cursor` of the page after this one; null when no execution follows this page. */
+            next_cursor: string | null;
         };
         /** @description The long-poll's timeout passed before the execution ended. */
         WaitTimedOut: {
@@ -1420,6 +1447,12 @@ export interface components {
              * @default 1000
              */
             limit: number;
+            /**
+             * @description Continue the action where its previous request stopped: that answer's `next_cursor`,
+             *     sent with the same filter (and `limit`, which counts the executions of every request of
+             *     the action). Omit it to start an action.
+             */
+            cursor?: string;
         };
         /** @description The version to move an execution to. */
         UpgradeExecutionRequest: {
@@ -1468,13 +1501,25 @@ export interface components {
              * @default 1000
              */
             limit: number;
+            /**
+             * @description Continue the action where its previous request stopped: that answer's `next_cursor`,
+             *     sent with the same filter (and `limit`, which counts the executions of every request of
+             *     the action). Omit it to start an action.
+             */
+            cursor?: string;
         };
-        /** @description What a bulk action did. */
+        /** @description What a request of a bulk action did, and whether the action goes on. */
         BulkResult: {
-            /** @description Executions the filter found. */
+            /** @description Executions the filter found in this request. */
             matched: number;
-            /** @description Executions the action changed (the others had moved on meanwhile). */
+            /** @description Executions this request changed (the others had moved on meanwhile). */
             changed: number;
+            /**
+             * @description Null when the action is done: the filter matches nothing more, or `limit` executions were
+             *     taken. Otherwise the request stopped at the server's time budget (`STEPWISE_BULK_BUDGET_MS`)
+             *     between two batches: send the same body again with this as `cursor` to go on.
+             */
+            next_cursor: string | null;
         };
         /** @description Whether a task is paused. */
         TaskPauseState: {
@@ -2586,11 +2631,19 @@ export interface components {
                 code?: "invalid_data" | "task_not_registered";
             };
         };
-        /** @description An envelope with code `service_unavailable`. */
+        /**
+         * @description An envelope with code `service_unavailable`, saying why in `reason`: `database_unavailable`
+         *     when the database cannot be reached, or did not answer within the server's database timeouts
+         *     (the request's statements were cancelled or abandoned, none left running to commit later),
+         *     or `pool_saturated` when every database connection of the server is in use while the
+         *     database answers (the server is busy; it needs more connections or fewer long requests).
+         */
         ServiceUnavailableError: components["schemas"]["ErrorEnvelope"] & {
             error?: {
                 /** @constant */
                 code?: "service_unavailable";
+                /** @enum {string} */
+                reason?: "database_unavailable" | "pool_saturated";
             };
         };
         /** @description An envelope with code `webhook_not_found`. */
@@ -2777,7 +2830,7 @@ export interface components {
                 "application/json": components["schemas"]["InvalidDataError"];
             };
         };
-        /** @description The database is unreachable (`service_unavailable`); retry after `Retry-After` seconds. */
+        /** @description The database is unreachable or silent, or every database connection of the server is busy (`service_unavailable`); retry after `Retry-After` seconds. */
         ServiceUnavailable: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -2789,7 +2842,8 @@ export interface components {
                  * @example {
                  *       "error": {
                  *         "code": "service_unavailable",
-                 *         "message": "the database is unavailable; retry later"
+                 *         "message": "the database is unavailable; retry later",
+                 *         "reason": "database_unavailable"
                  *       }
                  *     }
                  */
@@ -2876,8 +2930,15 @@ export interface operations {
                 created_before?: string;
                 /** @description Page size. Values above 500 are clamped to 500; the response's `limit` shows the value applied. */
                 limit?: components["parameters"]["Limit"];
-                /** @description Executions to skip before the page starts. */
-                offset?: components["parameters"]["Offset"];
+                /** @description Executions to skip before the page starts; at most the server's maximum (`STEPWISE_LIST_MAX_OFFSET`, 10,000 by default), past which `cursor` pages deeper. */
+                offset?: number;
+                /**
+                 * @description Start right after the last execution of the page whose `next_cursor` this is. Send it with
+                 *     the same filters and `order` as that page; `offset` must then be 0 or absent. A cursor
+                 *     this server did not give out, or one made for the other order, gets 422.
+                 * @example eyJvIjoiZGVzYyIsInQiOiIyMDI0LTEwLTMwVDEyOjAwOjAwLjEyMzQ1NloiLCJpIjoiMDE5MmQ0YzgtN2E1MS03Y2MyLTlhMWUtMmY3ZjNjM2I5ZDEwIn0
+                 */
+                cursor?: string;
                 /** @description Newest first (`desc`, the default) or oldest first (`asc`). */
                 order?: "asc" | "desc";
             };
@@ -2914,7 +2975,8 @@ export interface operations {
                      *       ],
                      *       "total": 1,
                      *       "limit": 50,
-                     *       "offset": 0
+                     *       "offset": 0,
+                     *       "next_cursor": null
                      *     }
                      */
                     "application/json": components["schemas"]["ExecutionList"];
@@ -3507,7 +3569,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "matched": 12,
-                     *       "changed": 11
+                     *       "changed": 11,
+                     *       "next_cursor": null
                      *     }
                      */
                     "application/json": components["schemas"]["BulkResult"];
@@ -3555,7 +3618,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "matched": 12,
-                     *       "changed": 11
+                     *       "changed": 11,
+                     *       "next_cursor": null
                      *     }
                      */
                     "application/json": components["schemas"]["BulkResult"];
@@ -3675,7 +3739,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "matched": 41,
-                     *       "changed": 41
+                     *       "changed": 41,
+                     *       "next_cursor": null
                      *     }
                      */
                     "application/json": components["schemas"]["BulkResult"];

@@ -8,8 +8,10 @@
 // a timer, delivered early or never, two timers, and a reminder loop, each round an approval wait
 // against a grace sleep, whose approval the driver delivers in a planned round) while
 // a random worker is SIGKILLed about every 2 s and restarted, PostgreSQL is restarted twice (once a fast
-// shutdown, once an immediate one with crash recovery) and the API server is SIGKILLed once while
-// long-polls are open. A webhook subscribed to every execution event at the start sends to a receiver in
+// shutdown, once an immediate one with crash recovery), the API server is SIGKILLed once while
+// long-polls are open, and the database goes silent once for longer than the processes' query timeout
+// (the processes reach PostgreSQL through a TCP proxy here, which keeps accepting connections and
+// forwards nothing: a hung database or pooler). A webhook subscribed to every execution event at the start sends to a receiver in
 // this process, which verifies each signature and answers some requests 500 or too late. Then it checks
 // every execution against the outcome its data implies, the workers' side-effect logs against the
 // recorded steps, the webhook notifications against the executions (scripts/chaos/webhooks.ts), the
@@ -39,6 +41,7 @@ import { verifyFlow, type FlowCounts } from './chaos/verify-flow';
 import type { OperateCounts } from './chaos/verify-operate';
 import type { RaceCounts } from './chaos/verify-races';
 import { ChaosWebhookReceiver, drainDeliveries, verifyWebhooks, WEBHOOK_ENV, type WebhookVerification } from './chaos/webhooks';
+import { createTcpProxy } from '../test/helpers/tcp-proxy';
 
 interface Options {
   short?: boolean;
@@ -65,6 +68,17 @@ const PAUSES = [
   { at: 0.08, task: 'chaos.slow', ms: 3000 },
   { at: 0.5, task: 'chaos.retry', ms: 3000 },
 ] as const;
+/**
+ * The processes' database timeouts, short so that the silence below outlasts them; and the silence:
+ * when (progress) and for how long.
+ */
+const DB_TIMEOUT_ENV = {
+  STEPWISE_DB_CONNECT_TIMEOUT_MS: '3000',
+  STEPWISE_DB_STATEMENT_TIMEOUT_MS: '5000',
+  STEPWISE_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: '5000',
+  STEPWISE_DB_QUERY_TIMEOUT_MS: '7000',
+};
+const SILENCE = { at: 0.75, ms: 10000 };
 /** Stops what the run started, also when it fails half-way: no process is left behind. */
 let cleanup: () => Promise<void> = async () => undefined;
 
@@ -74,6 +88,7 @@ interface FaultLog {
   workerRestartFailures: number;
   databaseRestarts: Array<{ atMs: number; crash: boolean; downMs: number; tookMs: number; progress: number }>;
   apiKills: Array<{ atMs: number; openLongPolls: number; backAfterMs: number; progress: number }>;
+  databaseSilences: Array<{ atMs: number; silentMs: number; progress: number }>;
 }
 
 async function main(): Promise<void> {
@@ -114,10 +129,15 @@ async function main(): Promise<void> {
   const migrationDb = createDb({ url, poolMax: 1 });
   await migrateLatest(migrationDb);
   await migrationDb.destroy();
+  // The processes go through a proxy that can go silent; the driver's checks reach PostgreSQL directly.
+  const target = new URL(url);
+  const proxy = await createTcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
+  await proxy.start();
 
   const port = await findFreePort();
   const env = {
-    DATABASE_URL: url,
+    DATABASE_URL: proxy.urlThrough(url),
+    ...DB_TIMEOUT_ENV,
     STEPWISE_API_TOKENS: TOKEN,
     STEPWISE_LEASE_MS: opts.leaseMs,
     STEPWISE_POLL_INTERVAL_MS: '250',
@@ -134,6 +154,7 @@ async function main(): Promise<void> {
   const all: StepwiseProcess[] = [api, ...workers];
   const shutdown = async () => {
     for (const p of all) await p.kill().catch(() => undefined);
+    await proxy.stop().catch(() => undefined);
     await server.stop().catch(() => undefined);
     compiled?.remove();
   };
@@ -154,7 +175,7 @@ async function main(): Promise<void> {
   };
   say(`webhook ${webhooks.webhookId} subscribed to all execution events`);
 
-  const faults: FaultLog = { workerKills: [], workerRestartFailures: 0, databaseRestarts: [], apiKills: [] };
+  const faults: FaultLog = { workerKills: [], workerRestartFailures: 0, databaseRestarts: [], apiKills: [], databaseSilences: [] };
   const plans = planExecutions(executions, seed, runId);
   const driver = new ChaosDriver(`http://127.0.0.1:${port}`, TOKEN, started + deadlineMs);
   let driving = true;
@@ -183,11 +204,13 @@ async function main(): Promise<void> {
     }
   })();
 
-  // Progress-triggered faults: the database at 30 % and 65 %, the API server at 45 % with long-polls open.
+  // Progress-triggered faults: the database at 30 % and 65 %, the API server at 45 % with long-polls
+  // open, and the database silent at 75 %.
   const faultsDone = (async () => {
     const dbAt = canRestartDb ? [0.3, 0.65] : [];
     let apiKilled = false;
-    while (driving && (dbAt.length > 0 || !apiKilled)) {
+    let silenced = false;
+    while (driving && (dbAt.length > 0 || !apiKilled || !silenced)) {
       await pause(100);
       if (dbAt.length > 0 && progress() >= dbAt[0]) {
         const crash = dbAt.length === 1;
@@ -209,6 +232,17 @@ async function main(): Promise<void> {
         await api.start(120000);
         faults.apiKills.push({ atMs: at, openLongPolls: open, backAfterMs: since() - at, progress: progress() });
         say(`API server back after ${since() - at} ms`);
+      }
+      if (!silenced && progress() >= SILENCE.at) {
+        silenced = true;
+        const at = since();
+        const p = progress();
+        say(`the database goes silent for ${SILENCE.ms / 1000} s at ${(p * 100).toFixed(0)} % (connections accepted, nothing forwarded)`);
+        proxy.silence();
+        await sleep(SILENCE.ms);
+        proxy.forward();
+        faults.databaseSilences.push({ atMs: at, silentMs: since() - at, progress: p });
+        say('the database answers again');
       }
     }
   })();
@@ -281,13 +315,15 @@ async function main(): Promise<void> {
   const workersTo = Date.now();
   await api.stop();
   for (const p of all) p.close();
+  await proxy.stop();
   compiled?.remove();
 
   const verifyStarted = Date.now();
-  // Faults that can cost an execution its attempt: worker SIGKILLs, and PostgreSQL while it restarted.
+  // Faults that can cost an execution its attempt: worker SIGKILLs, and PostgreSQL while it restarted or was silent.
   const faultWindows = [
     ...faults.workerKills.map((k) => ({ from: started + k.atMs, to: started + k.atMs })),
     ...faults.databaseRestarts.map((r) => ({ from: started + r.atMs, to: started + r.atMs + r.tookMs })),
+    ...faults.databaseSilences.map((r) => ({ from: started + r.atMs, to: started + r.atMs + r.silentMs })),
   ];
   const verification = await verifyRun(url, runId, plans, driven, effectsDir, { from: workersFrom, to: workersTo }, faultWindows, driver.operator.stats);
   const webhookCheck: WebhookVerification = await verifyWebhooks(url, webhooks, drained.pending);
@@ -306,7 +342,10 @@ async function main(): Promise<void> {
       effectsDir,
       {
         kills: faults.workerKills.flatMap((k) => (k.pid === undefined ? [] : [{ pid: k.pid, at: started + k.atMs }])),
-        databaseDown: faults.databaseRestarts.map((r) => ({ from: started + r.atMs, to: started + r.atMs + r.tookMs })),
+        databaseDown: [
+          ...faults.databaseRestarts.map((r) => ({ from: started + r.atMs, to: started + r.atMs + r.tookMs })),
+          ...faults.databaseSilences.map((r) => ({ from: started + r.atMs, to: started + r.atMs + r.silentMs })),
+        ],
         leaseMs: Number(opts.leaseMs),
       },
       violate,
@@ -336,6 +375,7 @@ async function main(): Promise<void> {
       apiStartupMs: api.startupMs,
       databaseRestarts: faults.databaseRestarts,
       apiKills: faults.apiKills,
+      databaseSilences: faults.databaseSilences,
     },
     client: driver.stats,
     operator: driver.operator.stats,
@@ -363,7 +403,13 @@ async function main(): Promise<void> {
 function printReport(r: {
   executions: number;
   durations: { totalMs: number; drivingMs: number; executionsPerSecond: number };
-  faults: { workerKills: number; workerRestartFailures: number; databaseRestarts: unknown[]; apiKills: Array<{ openLongPolls: number; backAfterMs: number }> };
+  faults: {
+    workerKills: number;
+    workerRestartFailures: number;
+    databaseRestarts: unknown[];
+    apiKills: Array<{ openLongPolls: number; backAfterMs: number }>;
+    databaseSilences: Array<{ silentMs: number }>;
+  };
   client: { retries: number; scheduleRepeats: number; eventsDelivered: number; eventConflicts: number; cancelsSent: number };
   operator: OperatorStats;
   limitSamples: { limit: number; max: number; samples: number };
@@ -398,6 +444,7 @@ function printReport(r: {
   line('duration (driving / total)', `${(r.durations.drivingMs / 1000).toFixed(1)} s / ${(r.durations.totalMs / 1000).toFixed(1)} s (${r.durations.executionsPerSecond}/s)`);
   line('worker SIGKILLs', `${r.faults.workerKills} (restart failures ${r.faults.workerRestartFailures})`);
   line('PostgreSQL restarts', r.faults.databaseRestarts.length);
+  line('database silences', r.faults.databaseSilences.map((d) => `${(d.silentMs / 1000).toFixed(1)} s`).join(', ') || 0);
   line('API SIGKILLs', r.faults.apiKills.map((a) => `1 with ${a.openLongPolls} long-polls open, back after ${a.backAfterMs} ms`).join('; ') || 0);
   line('client retries', r.client.retries);
   line('schedule repeats (same key)', r.client.scheduleRepeats);

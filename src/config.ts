@@ -44,6 +44,18 @@ export const ConfigSchema = Type.Object(
         requestTimeoutMs: Type.Integer({ minimum: 1000, default: 30000 }),
         keepAliveTimeoutMs: Type.Integer({ minimum: 0, default: 5000 }),
         waitPollIntervalMs: Type.Integer({ minimum: 100, default: 5000 }),
+        listMaxOffset: Type.Integer({
+          minimum: 0,
+          maximum: 2147483647,
+          default: 10000,
+          description: 'the largest `offset` GET /executions accepts (a deeper one is refused with 422: page by `cursor` instead); an offset walks that many index entries',
+        }),
+        bulkBatchSize: Type.Integer({ minimum: 1, maximum: 10000, default: 100, description: 'executions a bulk action (bulk-cancel, bulk-retry, bulk-upgrade) finds and changes per batch' }),
+        bulkBudgetMs: Type.Integer({
+          minimum: 0,
+          default: 5000,
+          description: 'time after which a bulk action starts no further batch and answers with what it did and a `next_cursor` to continue from (0: one batch per request)',
+        }),
         streamKeepAliveMs: Type.Integer({ minimum: 10, default: 15000, description: 'time between the keep-alive comments of an open event stream (GET /executions/{id}/stream, /executions/changes)' }),
         allowedHosts: Type.Array(Type.String({ pattern: '^(\\*|(\\*\\.)?[A-Za-z0-9_-][A-Za-z0-9_.-]*)$' }), {
           default: [],
@@ -62,7 +74,27 @@ export const ConfigSchema = Type.Object(
     db: Type.Object(
       {
         poolMax: Type.Integer({ minimum: 1, default: 10 }),
-        acquireTimeoutMs: Type.Integer({ minimum: 100, default: 5000 }),
+        acquireTimeoutMs: Type.Integer({ minimum: 100, default: 5000, description: 'how long a statement may wait for a free pool connection (or a new one) before its request answers 503' }),
+        connectTimeoutMs: Type.Integer({ minimum: 100, default: 5000, description: 'how long opening a connection may take, from the TCP connect to the server accepting the session' }),
+        // Sent as startup parameters, so PostgreSQL itself ends a statement or an idle transaction that
+        // outlives them (a transaction pooler refuses unknown startup parameters: set them on the role).
+        statementTimeoutMs: Type.Integer({
+          minimum: 0,
+          default: 15000,
+          description: "PostgreSQL's statement_timeout for the pool's connections: a statement running longer is cancelled by the server and rolled back (0: none). Not sent with db.pooler 'transaction'",
+        }),
+        idleInTransactionTimeoutMs: Type.Integer({
+          minimum: 0,
+          default: 10000,
+          description: "PostgreSQL's idle_in_transaction_session_timeout for the pool's connections: a transaction left waiting for its next statement this long is rolled back and its session closed (0: none). Not sent with db.pooler 'transaction'",
+        }),
+        queryTimeoutMs: Type.Integer({
+          minimum: 0,
+          default: 20000,
+          description:
+            'how long a statement may go without a byte of answer before the client gives it up and closes its connection, so the server rolls back whatever it had begun (0: never). Longer than statementTimeoutMs, so a slow statement is cancelled by the server first, and not shorter than idleInTransactionTimeoutMs',
+        }),
+        keepAliveDelayMs: Type.Integer({ minimum: 1000, default: 10000, description: 'idle time before TCP keep-alive probes start on database connections (a peer that vanished is noticed)' }),
         // A transaction pooler hands each transaction whichever server connection is free, so a
         // statement prepared by name on one may be missing (or already there) on the next.
         pooler: Type.Union([Type.Literal('none'), Type.Literal('transaction')], {
@@ -168,8 +200,17 @@ const ENV_MAP: ReadonlyArray<readonly [string, string, 'string' | 'int' | 'list'
   ['STEPWISE_JSON_MAX_DEPTH', 'http.jsonMaxDepth', 'int'],
   ['STEPWISE_ALLOWED_HOSTS', 'http.allowedHosts', 'list'],
   ['STEPWISE_STREAM_KEEPALIVE_MS', 'http.streamKeepAliveMs', 'int'],
+  ['STEPWISE_LIST_MAX_OFFSET', 'http.listMaxOffset', 'int'],
+  ['STEPWISE_BULK_BATCH_SIZE', 'http.bulkBatchSize', 'int'],
+  ['STEPWISE_BULK_BUDGET_MS', 'http.bulkBudgetMs', 'int'],
   ['STEPWISE_METRICS_TOKEN', 'metrics.token', 'string'],
   ['STEPWISE_DB_POOL_MAX', 'db.poolMax', 'int'],
+  ['STEPWISE_DB_ACQUIRE_TIMEOUT_MS', 'db.acquireTimeoutMs', 'int'],
+  ['STEPWISE_DB_CONNECT_TIMEOUT_MS', 'db.connectTimeoutMs', 'int'],
+  ['STEPWISE_DB_STATEMENT_TIMEOUT_MS', 'db.statementTimeoutMs', 'int'],
+  ['STEPWISE_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS', 'db.idleInTransactionTimeoutMs', 'int'],
+  ['STEPWISE_DB_QUERY_TIMEOUT_MS', 'db.queryTimeoutMs', 'int'],
+  ['STEPWISE_DB_KEEPALIVE_MS', 'db.keepAliveDelayMs', 'int'],
   ['STEPWISE_DB_POOLER', 'db.pooler', 'string'],
   ['STEPWISE_LISTEN_URL', 'db.listenUrl', 'string'],
   ['STEPWISE_EMBEDDED_PORT', 'db.embeddedPort', 'int'],
@@ -277,6 +318,22 @@ function getPath(source: Record<string, unknown>, path: string): unknown {
   return value;
 }
 
+/**
+ * The database timeouts must nest: the server's statement_timeout fires before the client gives a
+ * silent statement up (so a slow statement is cancelled, and said so, rather than cut), and a
+ * transaction whose COMMIT is lost in the network is ended by idle_in_transaction_session_timeout
+ * no later than the client gives up, so that COMMIT cannot land after the request answered 503.
+ */
+function checkDbTimeouts(db: Config['db']): void {
+  if (db.queryTimeoutMs === 0) return;
+  if (db.statementTimeoutMs > 0 && db.queryTimeoutMs <= db.statementTimeoutMs) {
+    throw new ConfigError(`db.queryTimeoutMs (${db.queryTimeoutMs}) must be longer than db.statementTimeoutMs (${db.statementTimeoutMs}), or 0`);
+  }
+  if (db.idleInTransactionTimeoutMs === 0 || db.idleInTransactionTimeoutMs > db.queryTimeoutMs) {
+    throw new ConfigError(`db.idleInTransactionTimeoutMs (${db.idleInTransactionTimeoutMs}) must be set and at most db.queryTimeoutMs (${db.queryTimeoutMs}) while queryTimeoutMs is set`);
+  }
+}
+
 /** Parses file, environment and flags once into a typed, frozen object; a bad value throws ConfigError. */
 export function loadConfig(options: LoadConfigOptions = {}): Readonly<Config> {
   const env = options.env ?? process.env;
@@ -317,6 +374,7 @@ export function loadConfig(options: LoadConfigOptions = {}): Readonly<Config> {
   }
   const config = raw as Config;
   checkTokenRoles(config);
+  checkDbTimeouts(config.db);
   parseRetention(config.retention.keepFinished, env.STEPWISE_RETENTION ? 'STEPWISE_RETENTION' : 'retention.keepFinished');
   config.basePath = config.basePath.replace(/\/+$/, '');
   return deepFreeze(config);

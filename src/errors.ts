@@ -213,11 +213,23 @@ export class TaskNotRegisteredError extends AppError {
   }
 }
 
+/** Why a 503 `service_unavailable`: the database cannot be reached, or the server's connections to it are all busy. */
+export type ServiceUnavailableReason = 'database_unavailable' | 'pool_saturated';
+
 export class ServiceUnavailableError extends AppError {
   constructor(retryAfterSeconds = 2) {
-    super('service_unavailable', 503, 'the database is unavailable; retry later', undefined, {
-      'Retry-After': String(retryAfterSeconds),
-    });
+    super('service_unavailable', 503, 'the database is unavailable; retry later', undefined, { 'Retry-After': String(retryAfterSeconds) }, { reason: 'database_unavailable' });
+  }
+}
+
+/**
+ * Every database connection of the server is in use while the database answers: the server is
+ * saturated, not the database away. The same code as an outage (clients retry both alike), told
+ * apart by `reason` and the message; Retry-After is short, as connections free up in milliseconds.
+ */
+export class ServerBusyError extends AppError {
+  constructor(retryAfterSeconds = 1) {
+    super('service_unavailable', 503, 'the server is busy: all of its database connections are in use; retry later', undefined, { 'Retry-After': String(retryAfterSeconds) }, { reason: 'pool_saturated' });
   }
 }
 

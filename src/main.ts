@@ -3,7 +3,8 @@ import closeWithGrace from 'close-with-grace';
 import { metricsTokens } from './api/auth';
 import { keepFinishedMs, listenUrlOf, type Config } from './config';
 import { createLogger, type Logger } from './logger';
-import { createDb, type Db } from './store/db';
+import { createDb, dbOptionsOf, type Db } from './store/db';
+import { dbPoolStats } from './store/pool-guard';
 import { acquireDevLock, DataFolderInUseError, type DevLock } from './store/dev-lock';
 import { EmbeddedPostgresError, probePort, startEmbeddedPostgres, type EmbeddedPostgresHandle } from './store/embedded';
 import { isMigrated, migrateLatest } from './store/migrate';
@@ -12,7 +13,7 @@ import { CountFolder } from './engine/count-folder';
 import { RetentionSweeper } from './engine/retention';
 import { loadTasksModule } from './engine/registry';
 import type { TaskDefinition } from './engine/task';
-import { createMetricsRegistry } from './metrics';
+import { createMetricsRegistry, measureDbPool } from './metrics';
 import { observeRetention, observeWorker, serveMetrics } from './worker-metrics';
 import { WebhookDeliverer } from './webhooks/deliverer';
 import { NotificationListener } from './store/listener';
@@ -35,13 +36,18 @@ export function describeDatabaseUrl(url: string): string {
   }
 }
 
-async function connect(url: string, config: Config, log: Logger): Promise<Db> {
+/**
+ * A pool for `url` with the configured size and timeouts. `unbounded`: without the statement and
+ * silence timeouts, for migrations, whose index builds on a large table may take minutes.
+ */
+async function connect(url: string, config: Config, log: Logger, unbounded = false): Promise<Db> {
   try {
     new URL(url);
   } catch {
     throw new StartupError('DATABASE_URL is not a valid URL (expected postgres://user:password@host:5432/database)');
   }
-  const db = createDb({ url, poolMax: config.db.poolMax, acquireTimeoutMs: config.db.acquireTimeoutMs, pooler: config.db.pooler, log });
+  const options = dbOptionsOf(config, url, log);
+  const db = createDb(unbounded ? { ...options, timeouts: { ...options.timeouts, statementMs: 0, queryMs: 0 } } : options);
   try {
     await db.raw('SELECT 1');
   } catch (err) {
@@ -145,7 +151,8 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
     const tracing = startTracing({ log });
     if (tracing) stops.push(() => tracing.shutdown());
     if (options.migrate) {
-      const applied = await migrateLatest(db);
+      const migrator = await connect(databaseUrl, config, log, true);
+      const applied = await migrateLatest(migrator).finally(() => migrator.destroy());
       if (applied.length) log.info({ applied }, 'migrations applied');
     } else if (!(await isMigrated(db))) {
       throw new StartupError('the database has pending migrations: run `stepwise migrate` first');
@@ -158,9 +165,10 @@ export async function startStepwise(options: RunOptions): Promise<Running> {
     const listenUrl = listenUrlOf(config, databaseUrl);
     // One LISTEN connection for the whole process (see NotificationListener); the parts add their
     // channels and start it, and it stops after them (stops run in reverse).
-    const listener = new NotificationListener({ url: listenUrl, log });
+    const listener = new NotificationListener({ url: listenUrl, log, connectTimeoutMs: config.db.connectTimeoutMs, queryTimeoutMs: config.db.queryTimeoutMs });
     stops.push(() => listener.stop());
     const registry = createMetricsRegistry();
+    measureDbPool(registry, () => dbPoolStats(db));
     let url: string | undefined;
     if (options.api) {
       // Loaded only when serving: worker-only processes never load Koa.
@@ -296,7 +304,7 @@ export async function startRemoteWorker(options: RemoteWorkerOptions): Promise<R
 /** Applies migrations and returns their names. */
 export async function runMigrations(config: Readonly<Config>, log: Logger): Promise<string[]> {
   if (!config.databaseUrl) throw new StartupError('DATABASE_URL is not set');
-  const db = await connect(config.databaseUrl, config, log);
+  const db = await connect(config.databaseUrl, config, log, true);
   try {
     return await migrateLatest(db);
   } finally {

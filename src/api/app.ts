@@ -1,6 +1,7 @@
 import Koa from 'koa';
 import Router from '@koa/router';
 import { MethodNotAllowedError, RouteNotFoundError } from '../errors';
+import { countRefusals } from '../metrics';
 import { logRequests } from './access-log';
 import { observeRequests } from './request-observers';
 import { refuseCrossSiteRequests } from './browser-guard';
@@ -82,7 +83,7 @@ export function createApiApp(deps: ApiDeps): Koa<ApiState> {
   // Metrics and the access log see the final status: the error middleware runs inside them.
   app.use(observeRequests([measureRequests(deps.registry), logRequests(deps.log)]));
   app.use(setResponseHeaders());
-  app.use(handleErrors(deps.log));
+  app.use(handleErrors(deps.log, countRefusals(deps.registry)));
   // Inside the error middleware: a body that cannot be written as JSON answers the envelope.
   app.use(serializeJsonBodies());
   // Before any route, so a refused request is never authenticated, parsed or answered otherwise.

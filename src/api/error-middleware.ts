@@ -1,7 +1,8 @@
 import type { Middleware } from 'koa';
-import { AppError, ServiceUnavailableError, describeError, type ErrorCode } from '../errors';
-import { isDatabaseUnavailable } from '../store/db-errors';
+import { AppError, ServerBusyError, ServiceUnavailableError, describeError, type ErrorCode } from '../errors';
+import { isDatabaseUnavailable, isPoolSaturated } from '../store/db-errors';
 import type { Logger } from '../logger';
+import type { RefusalReason } from '../metrics';
 import type { components } from '../../generated/openapi';
 import type { ApiContext, ApiState } from './state';
 
@@ -31,7 +32,8 @@ export interface ErrorAnswer {
 
 /**
  * The one place that turns errors into answers. An AppError is shown as it is; a database that
- * cannot be reached becomes 503 with Retry-After; anything else is a 500 with a generic message, and
+ * cannot be reached becomes 503 with Retry-After, and so does a pool whose every connection is busy
+ * (reason `pool_saturated`: the operator's remedy differs); anything else is a 500 with a generic message, and
  * a description (type, SQLSTATE, message without SQL) goes to the log under the request id, never to
  * the client; the stack is logged at debug level only. Koa-free: a long-poll answered outside Koa
  * (detached-responses.ts) answers its errors with it too.
@@ -39,7 +41,10 @@ export interface ErrorAnswer {
 export function toErrorAnswer(log: Logger, requestId: string, err: unknown): ErrorAnswer {
   let exposed: AppError;
   if (err instanceof AppError) exposed = err;
-  else if (isDatabaseUnavailable(err)) {
+  else if (isPoolSaturated(err)) {
+    log.warn({ requestId, ...describeError(err) }, 'database pool saturated');
+    exposed = new ServerBusyError();
+  } else if (isDatabaseUnavailable(err)) {
     log.warn({ requestId, ...describeError(err) }, 'database unavailable');
     exposed = new ServiceUnavailableError();
   } else {
@@ -52,12 +57,15 @@ export function toErrorAnswer(log: Logger, requestId: string, err: unknown): Err
 }
 
 /**
- * Answers a failed request with toErrorAnswer. An envelope is never cached (`no-store`, even where an
+ * Answers a failed request with toErrorAnswer, telling `onRefused` of each 503 for want of a database
+ * connection. An envelope is never cached (`no-store`, even where an
  * asset that failed half-way had set its own caching).
  */
-export function handleErrors(log: Logger): Middleware<ApiState> {
+export function handleErrors(log: Logger, onRefused?: (reason: RefusalReason) => void): Middleware<ApiState> {
   const answerError = (ctx: ApiContext, err: unknown) => {
     const answer = toErrorAnswer(log, ctx.state.requestId, err);
+    const reason = answer.body.error.reason;
+    if (answer.status === 503 && (reason === 'pool_saturated' || reason === 'database_unavailable')) onRefused?.(reason);
     ctx.status = answer.status;
     ctx.body = answer.body;
     for (const [name, value] of Object.entries(answer.headers)) ctx.set(name, value);

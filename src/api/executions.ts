@@ -6,6 +6,7 @@ import { ExecutionAlreadyExistsError, ExecutionNotCancellableError, ExecutionNot
 import { getExecution, insertDebounced, listExecutions } from '../store/executions';
 import { cancelExecution } from '../store/transitions/cancel';
 import { loadStepPage } from '../store/steps';
+import { listCursor, readListCursor } from './cursors';
 import type { ApiDeps } from './deps';
 import { toExecution, toExecutionSummary, toScheduledExecution, toStep } from './representations';
 import type { ApiState } from './state';
@@ -74,6 +75,14 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
     // Validation applied the spec's defaults and clamped limit, so these are always set.
     const limit = query.limit as number;
     const offset = query.offset as number;
+    const order = query.order ?? 'desc';
+    // An offset walks every execution it skips: past the bound, keyset paging costs a first page.
+    const maxOffset = deps.config.http.listMaxOffset;
+    if (offset > maxOffset) {
+      throw new InvalidDataError('query is invalid', [{ path: 'query/offset', message: `must be at most ${maxOffset}; page deeper with cursor (each page's next_cursor)` }]);
+    }
+    if (query.cursor !== undefined && offset > 0) throw new InvalidDataError('query is invalid', [{ path: 'query/offset', message: 'must be 0 or absent with cursor' }]);
+    const after = query.cursor === undefined ? undefined : readListCursor(query.cursor, order);
     const createdAfter = queryInstant(query, 'created_after');
     const createdBefore = queryInstant(query, 'created_before');
     const page = await listExecutions(db, {
@@ -86,9 +95,11 @@ export function addExecutionRoutes(router: Router<ApiState>, deps: ApiDeps): voi
       createdBefore,
       limit,
       offset,
-      order: query.order ?? 'desc',
+      order,
+      after,
     });
-    return { status: 200, body: { executions: page.items.map(toExecutionSummary), total: page.total, limit, offset } };
+    const next = page.next ? listCursor(order, page.next) : null;
+    return { status: 200, body: { executions: page.items.map(toExecutionSummary), total: page.total, limit, offset, next_cursor: next } };
   });
 
   addOperation(router, deps.routes, 'cancelExecution', async ({ params }) => {

@@ -3,9 +3,10 @@ import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Config } from '../config';
 import type { Logger } from '../logger';
-import { createMetricsRegistry } from '../metrics';
+import { createMetricsRegistry, measureDbPool } from '../metrics';
 import { CHANNEL_CHANGED, CHANNEL_PROGRESS, CHANNEL_STREAMS, CHANNEL_TASKS } from '../store/channels';
 import type { Db } from '../store/db';
+import { dbPoolStats } from '../store/pool-guard';
 import { NotificationListener } from '../store/listener';
 import { createApiApp } from './app';
 import { createAuthenticators, isAuthOn } from './auth';
@@ -138,7 +139,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   const { config, db, log } = deps;
   const registry = deps.registry ?? createMetricsRegistry();
   const ownsListener = deps.listener === undefined;
-  const listener = deps.listener ?? new NotificationListener({ url: deps.databaseUrl, log });
+  const listener = deps.listener ?? new NotificationListener({ url: deps.databaseUrl, log, connectTimeoutMs: config.db.connectTimeoutMs, queryTimeoutMs: config.db.queryTimeoutMs });
   // LISTENed now if the connection is up (a shared one), else from its connect.
   await listener.listen(API_CHANNELS);
   const reader = createExecutionReader(db);
@@ -159,6 +160,7 @@ export async function startApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     unmeasureClaims();
   };
   measureQueue(registry, db);
+  measureDbPool(registry, () => dbPoolStats(db));
   const taskSchemas = new TaskSchemaCache(db);
   const unfollow = taskSchemas.follow(listener);
   const listening = startListening(listener, log);

@@ -94,6 +94,24 @@ async function unwrap<T>(call: Promise<{ data?: T; error?: unknown; response: Re
   return { data: data as T, response };
 }
 
+/**
+ * A bulk action to its end. The server answers each request within its time budget, with a
+ * `next_cursor` while the action goes on; the same body goes back with it until it is null, and the
+ * answers are summed. Given a `cursor`, only that request is made: the caller drives the action.
+ */
+async function wholeBulkAction<B extends { cursor?: string }>(body: B, send: (body: B) => Promise<BulkResult>): Promise<BulkResult> {
+  if (body.cursor !== undefined) return send(body);
+  const total: BulkResult = { matched: 0, changed: 0, next_cursor: null };
+  let cursor: string | null | undefined;
+  do {
+    const answer = await send(cursor ? { ...body, cursor } : body);
+    total.matched += answer.matched;
+    total.changed += answer.changed;
+    cursor = answer.next_cursor;
+  } while (cursor);
+  return total;
+}
+
 function delay(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
@@ -274,19 +292,22 @@ export function createStepwiseClient(options: StepwiseClientOptions) {
       return (await unwrap(raw.POST('/api/v1/executions/{id}/upgrade', { params: { path: { id } }, body: { version } }))).data;
     },
 
-    /** Cancels what the filter matches (pending, running or waiting), each in a statement of its own. */
+    /**
+     * Cancels what the filter matches (pending, running or waiting), each in a statement of its own,
+     * to the end of the action (see wholeBulkAction); with `cursor`, that one request only.
+     */
     async bulkCancel(filter: BulkFilter = {}): Promise<BulkResult> {
-      return (await unwrap(raw.POST('/api/v1/executions/bulk-cancel', { body: filter as Schemas['BulkFilter'] }))).data;
+      return wholeBulkAction(filter, async (body) => (await unwrap(raw.POST('/api/v1/executions/bulk-cancel', { body: body as Schemas['BulkFilter'] }))).data);
     },
 
-    /** Retries what the filter matches (failed or cancelled), each in a statement of its own. */
+    /** Retries what the filter matches (failed or cancelled), each in a statement of its own, as bulkCancel goes. */
     async bulkRetry(filter: BulkFilter = {}): Promise<BulkResult> {
-      return (await unwrap(raw.POST('/api/v1/executions/bulk-retry', { body: filter as Schemas['BulkFilter'] }))).data;
+      return wholeBulkAction(filter, async (body) => (await unwrap(raw.POST('/api/v1/executions/bulk-retry', { body: body as Schemas['BulkFilter'] }))).data);
     },
 
-    /** Moves the executions of a task the filter matches (pending, waiting, running on a gone worker) to another version, each in a statement of its own. */
+    /** Moves the executions of a task the filter matches (pending, waiting, running on a gone worker) to another version, each in a statement of its own, as bulkCancel goes. */
     async bulkUpgrade(request: BulkUpgradeRequest): Promise<BulkResult> {
-      return (await unwrap(raw.POST('/api/v1/executions/bulk-upgrade', { body: request as Schemas['BulkUpgradeRequest'] }))).data;
+      return wholeBulkAction(request, async (body) => (await unwrap(raw.POST('/api/v1/executions/bulk-upgrade', { body: body as Schemas['BulkUpgradeRequest'] }))).data);
     },
 
     /** Stops claiming the task's executions (they stay pending); running ones finish. */

@@ -6,7 +6,8 @@ import type { Knex } from 'knex';
  *
  * - `unavailable`: no working connection could be had or kept (refused or reset sockets, timeouts, a
  *   server starting up or shutting down, a database that refuses connections, too many connections,
- *   failed authentication, a pool that gave none in time). The API answers 503; workers wait it out.
+ *   failed authentication, a pool that gave none in time, a connection that went silent), or the
+ *   server cancelled a statement that outran statement_timeout. The API answers 503; workers wait it out.
  * - `conflict`: the statement lost a deadlock or a serialization check and was rolled back whole;
  *   running it again is PostgreSQL's documented remedy.
  * - `stale_plan`: a prepared statement's result columns changed under it (a migration); prepare again.
@@ -25,6 +26,35 @@ export class DatabaseUnavailableError extends Error {
   }
 }
 
+/**
+ * No connection could be had because every one of the pool's is in use while the database answers:
+ * the process is busy, not the database away. Still `unavailable` to every caller that waits an
+ * outage out; the API tells it apart (503 with reason `pool_saturated`).
+ */
+export class PoolSaturatedError extends DatabaseUnavailableError {
+  constructor(
+    cause: unknown,
+    readonly poolMax: number,
+  ) {
+    super(cause);
+    this.name = 'PoolSaturatedError';
+    this.message = `every one of the pool's ${poolMax} database connections is in use`;
+  }
+}
+
+/** True when no connection could be had because the pool is saturated (see PoolSaturatedError). */
+export function isPoolSaturated(err: unknown): boolean {
+  return err instanceof PoolSaturatedError;
+}
+
+/** Connections closed because the database sent nothing for this many ms while a statement waited. */
+const silentConnections = new WeakMap<object, number>();
+
+/** Marks `connection` as given up for silence, so the statements it fails say why (see pool-guard.ts). */
+export function markSilent(connection: unknown, ms: number): void {
+  if (connection && typeof connection === 'object') silentConnections.set(connection, ms);
+}
+
 /** Socket and name-resolution failures Node reports on the connection. */
 const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ENETDOWN']);
 
@@ -40,6 +70,8 @@ const UNAVAILABLE_STATES = new Set([
   '57P02', // crash_shutdown
   '57P03', // cannot_connect_now: starting up, shutting down, in recovery
   '57P05', // idle_session_timeout
+  '57014', // query_canceled: statement_timeout (or an administrator) cancelled the statement; it rolled back
+  '25P03', // idle_in_transaction_session_timeout ended the session
 ]);
 
 function codeOf(err: unknown): string | undefined {
@@ -86,31 +118,34 @@ interface PgConnection {
  */
 export function connectionFailure(connection: unknown, err: unknown): unknown {
   if (err instanceof DatabaseUnavailableError) return err;
+  const silentMs = connection && typeof connection === 'object' ? silentConnections.get(connection) : undefined;
+  if (silentMs !== undefined) return new DatabaseUnavailableError(new SilentDatabaseError(silentMs));
   if ((connection as PgConnection | undefined)?.__knex__disposed && classifyDbError(err) === undefined) return new DatabaseUnavailableError(err);
   return err;
 }
 
+/** Why a connection was given up: the database sent nothing while a statement waited. */
+class SilentDatabaseError extends Error {
+  override name = 'SilentDatabaseError';
+  readonly code = 'ETIMEDOUT';
+
+  constructor(ms: number) {
+    super(`the database sent nothing for ${ms} ms while a statement waited; the connection was closed`);
+  }
+}
+
 interface KnexClientInternals {
-  acquireConnection(): Promise<unknown>;
   _query(connection: unknown, obj: unknown): Promise<unknown>;
 }
 
 /**
- * Makes every failure to obtain a working connection from `db`'s pool a DatabaseUnavailableError,
- * whatever its SQLSTATE (an authentication or catalog error at connect time is the database being
- * unavailable, while the same code from a statement would not be), and every statement whose
- * connection died under it one too. Applied once, where the pool is made.
+ * Makes every statement whose connection died under it a DatabaseUnavailableError (a failure to
+ * obtain a connection is made one by the pool's guard, pool-guard.ts, whatever its SQLSTATE: an
+ * authentication or catalog error at connect time is the database being unavailable, while the same
+ * code from a statement would not be). Applied once, where the pool is made.
  */
 export function classifyConnectionFailures(db: Knex): void {
   const client = db.client as unknown as KnexClientInternals;
-  const acquire = client.acquireConnection.bind(client);
-  client.acquireConnection = async () => {
-    try {
-      return await acquire();
-    } catch (err) {
-      throw new DatabaseUnavailableError(err);
-    }
-  };
   const query = client._query.bind(client);
   client._query = async (connection, obj) => {
     try {

@@ -1,7 +1,9 @@
 import knex, { type Knex } from 'knex';
 import pg from 'pg';
+import type { Config } from '../config';
 import type { Logger } from '../logger';
 import { classifyConnectionFailures, connectionFailure, isStalePlan } from './db-errors';
+import { createPoolGuard } from './pool-guard';
 
 export type Db = Knex;
 
@@ -29,6 +31,33 @@ export interface DbOptions {
   log?: Logger;
   /** 'transaction': no statement is prepared by name on this pool (see preparedRows). Default 'none'. */
   pooler?: Pooler;
+  /** What bounds each statement's time (see DbTimeouts); each one absent is off, connectMs 5 s. */
+  timeouts?: Partial<DbTimeouts>;
+}
+
+/** The bounds a pool keeps its statements within (config.ts's `db` section says what each does). */
+export interface DbTimeouts {
+  connectMs: number;
+  /** PostgreSQL's statement_timeout (0: none). */
+  statementMs: number;
+  /** PostgreSQL's idle_in_transaction_session_timeout (0: none). */
+  idleInTransactionMs: number;
+  /** Silence from the database, while a statement waits, after which the connection is closed (0: never). */
+  queryMs: number;
+  keepAliveDelayMs: number;
+}
+
+/** The pool options of `config` for `url`: the pool's size, pooler and every timeout. */
+export function dbOptionsOf(config: Readonly<Config>, url: string, log?: Logger): DbOptions {
+  const c = config.db;
+  return {
+    url,
+    poolMax: c.poolMax,
+    acquireTimeoutMs: c.acquireTimeoutMs,
+    pooler: c.pooler,
+    log,
+    timeouts: { connectMs: c.connectTimeoutMs, statementMs: c.statementTimeoutMs, idleInTransactionMs: c.idleInTransactionTimeoutMs, queryMs: c.queryTimeoutMs, keepAliveDelayMs: c.keepAliveDelayMs },
+  };
 }
 
 /** The pools behind a transaction pooler: nothing may outlive a transaction on their connections. */
@@ -55,28 +84,39 @@ function knexLog(log: Logger | undefined): Knex.Config['log'] {
 
 /**
  * One knex pool per process. Connections time out quickly so an unreachable database turns into a
- * prompt 503 rather than a hung request; the pool reconnects on its own when the server returns.
+ * prompt 503 rather than a hung request; the pool reconnects on its own when the server returns. A
+ * database that accepts connections but answers nothing is bounded too: by the server's own
+ * timeouts where it still runs, and by the pool's guard (pool-guard.ts) where nothing comes back.
+ * The server-side timeouts go as startup parameters, which a transaction pooler would refuse.
  */
 export function createDb(options: DbOptions): Db {
+  const t = options.timeouts ?? {};
+  const connectMs = t.connectMs ?? 5000;
+  const serverSide = options.pooler === 'transaction' ? {} : { statement_timeout: t.statementMs || undefined, idle_in_transaction_session_timeout: t.idleInTransactionMs || undefined };
+  const guard = createPoolGuard({ queryTimeoutMs: t.queryMs ?? 0 });
   const db = knex({
     client: 'pg',
     connection: {
       connectionString: options.url,
       application_name: options.applicationName ?? 'stepwise',
-      connectionTimeoutMillis: 5000,
+      connectionTimeoutMillis: connectMs,
       keepAlive: true,
+      keepAliveInitialDelayMillis: t.keepAliveDelayMs ?? 10000,
+      ...serverSide,
     },
     pool: {
       min: options.poolMin ?? 0,
       max: options.poolMax ?? 10,
       idleTimeoutMillis: 30000,
-      createTimeoutMillis: 5000,
+      createTimeoutMillis: connectMs,
       acquireTimeoutMillis: options.acquireTimeoutMs ?? 5000,
       propagateCreateError: true,
+      afterCreate: guard.afterCreate,
     },
     acquireConnectionTimeout: options.acquireTimeoutMs ?? 5000,
     log: knexLog(options.log),
   });
+  guard.install(db);
   classifyConnectionFailures(db);
   if (options.pooler === 'transaction') pooledDbs.add(db);
   return db;

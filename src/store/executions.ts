@@ -283,11 +283,25 @@ export interface ListFilter {
   limit: number;
   offset: number;
   order: 'asc' | 'desc';
+  /** Only executions after this position in the list's order (keyset paging; see ListPosition). */
+  after?: ListPosition;
+}
+
+/**
+ * Where an execution stands in a list's order: its creation instant to the microsecond, as
+ * PostgreSQL keeps it (ISO text in UTC: a JavaScript Date would round it to the millisecond and make
+ * pages skip or repeat executions created in the same millisecond), and its id.
+ */
+export interface ListPosition {
+  createdAt: string;
+  id: string;
 }
 
 export interface ListPage {
   items: ExecutionRecord[];
   total: number;
+  /** Where the page's last execution stands, when more executions follow it; else undefined. */
+  next?: ListPosition;
 }
 
 /** A condition of a list's WHERE and the values of its placeholders. */
@@ -368,31 +382,51 @@ function ordersByTask(filter: PartFilter): boolean {
   return filter.task !== undefined && filter.status === undefined && filter.idempotencyKey === undefined && filter.parentId === undefined;
 }
 
+/**
+ * The condition that keeps a part to the executions after `after` in the list's order, written as a
+ * row comparison over the columns of the index that serves the part (task first when it goes by the
+ * task index), so the index scan starts at the position instead of stepping over what lies before it.
+ */
+function afterCondition(filter: ListFilter, after: ListPosition): Condition {
+  const op = filter.order === 'asc' ? '>' : '<';
+  if (ordersByTask(filter)) return { sql: `(task, created_at, id) ${op} (?, ?::timestamptz, ?::uuid)`, bindings: [filter.task, after.createdAt, after.id] };
+  return { sql: `(created_at, id) ${op} (?::timestamptz, ?::uuid)`, bindings: [after.createdAt, after.id] };
+}
+
+/** An instant as ISO text in UTC to the microsecond: what a ListPosition holds. */
+const MICROSECOND_INSTANT = `to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+
 /** The statement of listExecutions (exported for the tests that read its plans). */
 export function listStatement(filter: ListFilter): { sql: string; bindings: unknown[] } {
   const parts = listParts(filter);
   const dir = filter.order === 'asc' ? 'ASC' : 'DESC';
   const order = `ORDER BY created_at ${dir}, id ${dir}`;
   const partOrder = ordersByTask(filter) ? `ORDER BY task ${dir}, created_at ${dir}, id ${dir}` : order;
+  // One row past the page tells whether another page follows.
+  const rows = filter.limit + 1;
+  const after = filter.after && afterCondition(filter, filter.after);
+  const paged = (p: { where: string; bindings: unknown[] }) => (after ? { where: `${p.where} AND ${after.sql}`, bindings: [...p.bindings, ...after.bindings] } : p);
   const bindings: unknown[] = [];
   let from: string;
   if (parts.length === 1) {
-    from = `stepwise.executions WHERE ${parts[0].where}`;
-    bindings.push(...parts[0].bindings);
+    const p = paged(parts[0]);
+    from = `stepwise.executions WHERE ${p.where}`;
+    bindings.push(...p.bindings);
   } else {
-    const ranges = parts.map((p) => {
-      bindings.push(...p.bindings, filter.offset + filter.limit);
+    const ranges = parts.map((part) => {
+      const p = paged(part);
+      bindings.push(...p.bindings, filter.offset + rows);
       return `(SELECT id, created_at FROM stepwise.executions WHERE ${p.where} ${partOrder} LIMIT ?)`;
     });
     from = `(${ranges.join(' UNION ALL ')}) u`;
   }
-  bindings.push(filter.limit, filter.offset);
+  bindings.push(rows, filter.offset);
   const total = totalSql(filter, parts);
   bindings.push(...total.bindings);
   // The page's ids first, then its rows: a deep page steps over offset rows as index entries (often
   // without touching the table), not as whole rows with their data.
   const sql = `WITH ids AS (SELECT id, created_at FROM ${from} ${order} LIMIT ? OFFSET ?),
-     page AS (SELECT e.* FROM ids JOIN stepwise.executions e ON e.id = ids.id),
+     page AS (SELECT e.*, ${MICROSECOND_INSTANT} AS _position FROM ids JOIN stepwise.executions e ON e.id = ids.id),
      total AS (SELECT (${total.sql})::bigint AS total)
      SELECT page.*, total.total FROM total LEFT JOIN page ON true
       ORDER BY page.created_at ${dir}, page.id ${dir}`;
@@ -404,13 +438,17 @@ export function listStatement(filter: ListFilter): { sql: string; bindings: unkn
  * of the table (listParts) yields the ids of its first offset + limit rows in that order from its index,
  * and the page is the rows of the ids taken from their merge; the total is the sum of the parts' counts. Page and total come from
  * one statement, hence one snapshot, in one round trip (an offset past the end still returns the total).
+ * With `after`, every part starts after that position (keyset paging: a deep page costs what the first does).
  */
 export async function listExecutions(db: Db, filter: ListFilter): Promise<ListPage> {
   const { sql, bindings } = listStatement(filter);
-  const rows = await queryRows<ExecutionRow & { total: number }>(db, sql, bindings);
+  const rows = await queryRows<ExecutionRow & { total: number; _position: string }>(db, sql, bindings);
   const total = rows.length > 0 ? Number(rows[0].total) : 0;
   // An empty page still yields one row, with the total and no execution.
-  return { items: rows.filter((r) => r.id !== null).map(rowToExecution), total };
+  const found = rows.filter((r) => r.id !== null);
+  const page = found.slice(0, filter.limit);
+  const last = page[page.length - 1];
+  return { items: page.map(rowToExecution), total, next: found.length > filter.limit ? { createdAt: last._position, id: last.id } : undefined };
 }
 
 export type DeliverOutcome = { kind: 'delivered'; execution: ExecutionRecord } | { kind: 'not_waiting' };

@@ -1,6 +1,10 @@
 import { EventEmitter } from 'node:events';
+import type { Socket } from 'node:net';
 import pg from 'pg';
 import type { Logger } from '../logger';
+
+/** The socket under a pg client. */
+const socketOf = (client: pg.Client): Socket | undefined => (client as unknown as { connection?: { stream?: Socket } }).connection?.stream;
 
 export interface ListenerOptions {
   url: string;
@@ -10,6 +14,14 @@ export interface ListenerOptions {
   /** First reconnect delay; doubles up to maxBackoffMs, with jitter. */
   minBackoffMs?: number;
   maxBackoffMs?: number;
+  /** How long opening the connection may take (default 5 s, as db.connectTimeoutMs). */
+  connectTimeoutMs?: number;
+  /**
+   * How long a statement on it may go unanswered before the connection is closed and made again
+   * (default 20 s, as db.queryTimeoutMs; 0: never): a silent database would otherwise hold the
+   * statement, and every announcement queued behind it, for good.
+   */
+  queryTimeoutMs?: number;
 }
 
 /**
@@ -34,6 +46,8 @@ export class NotificationListener extends EventEmitter {
   private readonly channels: Set<string>;
   /** Channels LISTENed on the current connection. */
   private listening = new Set<string>();
+  /** Statements sent on each connection and not answered yet. */
+  private readonly unanswered = new WeakMap<pg.Client, { n: number }>();
 
   constructor(private readonly options: ListenerOptions) {
     super();
@@ -55,10 +69,27 @@ export class NotificationListener extends EventEmitter {
     const client = this.client;
     if (!client) throw new Error('the listen connection is down');
     try {
-      await client.query(text);
+      await this.answered(client, () => client.query(text));
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw err;
+    }
+  }
+
+  /**
+   * Runs `query` on `client` while watching its socket: silence for queryTimeoutMs with a statement
+   * unanswered closes the connection (the 'timeout' handler set in connect), which reconnects.
+   */
+  private async answered<T>(client: pg.Client, query: () => Promise<T>): Promise<T> {
+    const socket = socketOf(client);
+    const ms = this.options.queryTimeoutMs ?? 20000;
+    const pending = this.unanswered.get(client);
+    if (!socket || !pending || ms === 0) return query();
+    if (pending.n++ === 0) socket.setTimeout(ms);
+    try {
+      return await query();
+    } finally {
+      if (--pending.n === 0) socket.setTimeout(0);
     }
   }
 
@@ -97,7 +128,7 @@ export class NotificationListener extends EventEmitter {
     if (missing.length === 0) return;
     for (const c of missing) this.listening.add(c);
     try {
-      await client.query(missing.map((c) => `LISTEN ${pg.escapeIdentifier(c)}`).join('; '));
+      await this.answered(client, () => client.query(missing.map((c) => `LISTEN ${pg.escapeIdentifier(c)}`).join('; ')));
     } catch (err) {
       for (const c of missing) this.listening.delete(c);
       throw err;
@@ -114,13 +145,27 @@ export class NotificationListener extends EventEmitter {
   }
 
   private async connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.options.url, application_name: 'stepwise-listener', connectionTimeoutMillis: 5000, keepAlive: true });
+    const client = new pg.Client({
+      connectionString: this.options.url,
+      application_name: 'stepwise-listener',
+      connectionTimeoutMillis: this.options.connectTimeoutMs ?? 5000,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10000,
+    });
     client.on('notification', (msg) => this.emit('notification', msg.channel, msg.payload ?? ''));
     client.on('error', (err) => this.handleLoss(client, err));
     client.on('end', () => this.handleLoss(client, undefined));
     this.listening = new Set();
+    const pending = { n: 0 };
+    this.unanswered.set(client, pending);
     try {
       await client.connect();
+      const socket = socketOf(client);
+      socket?.on('timeout', () => {
+        if (pending.n === 0) return;
+        this.options.log.warn({ queryTimeoutMs: this.options.queryTimeoutMs ?? 20000 }, 'listen connection silent; closing it');
+        socket.destroy();
+      });
       await this.listenOn(client);
     } catch (err) {
       client.removeAllListeners('end');

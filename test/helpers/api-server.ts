@@ -51,6 +51,8 @@ export interface TestApiOptions {
   http?: Partial<Config['http']>;
   webhooks?: Partial<Config['webhooks']>;
   limits?: Partial<Config['limits']>;
+  /** The `db` settings (timeouts); the pool itself is `db`'s or the test database's. */
+  dbConfig?: Partial<Config['db']>;
   logLevel?: string;
   /** Use this database pool (and URL) instead of a fresh test database. */
   db?: { db: Db; url: string };
@@ -78,6 +80,7 @@ export async function startTestApi(options: TestApiOptions = {}): Promise<TestAp
       ...Object.fromEntries(Object.entries(options.http ?? {}).map(([k, v]) => [`http.${k}`, v])),
       ...Object.fromEntries(Object.entries(options.webhooks ?? {}).map(([k, v]) => [`webhooks.${k}`, v])),
       ...Object.fromEntries(Object.entries(options.limits ?? {}).map(([k, v]) => [`limits.${k}`, v])),
+      ...Object.fromEntries(Object.entries(options.dbConfig ?? {}).map(([k, v]) => [`db.${k}`, v])),
     },
   });
   const logs = new LogCapture();

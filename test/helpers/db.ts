@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { createDb, type Db } from '../../src/store/db';
+import { loadConfig } from '../../src/config';
+import { createDb, dbOptionsOf, type Db } from '../../src/store/db';
 import { migrateLatest } from '../../src/store/migrate';
 
 /** A fresh, migrated database of its own for one test file. */
@@ -33,7 +34,8 @@ export async function createTestDatabase(options: { poolMax?: number } = {}): Pr
   await withAdminClient((c) => c.query(`CREATE DATABASE ${name}`));
   const url = new URL(adminUrl());
   url.pathname = `/${name}`;
-  const db = createDb({ url: url.toString(), poolMax: options.poolMax ?? 10 });
+  // The production defaults of every timeout, so the suite runs within them.
+  const db = createDb({ ...dbOptionsOf(loadConfig({ env: {} }), url.toString()), poolMax: options.poolMax ?? 10 });
   await migrateLatest(db);
   return {
     url: url.toString(),

@@ -455,7 +455,7 @@ describe('stepwise executions bulk-cancel and bulk-retry', () => {
     expect((await statusesOf(ids))[2]).toBe('cancelled'); // oldest first
     const rest = await stepwise(['executions', 'bulk-retry', '--tag', tag, '--status', 'cancelled', '--yes', '--json']);
     expect(rest).toMatchObject({ code: 0, stderr: '' });
-    expect(JSON.parse(rest.stdout)).toEqual({ matched: 1, changed: 1 });
+    expect(JSON.parse(rest.stdout)).toEqual({ matched: 1, changed: 1, next_cursor: null });
     for (const id of ids) await statusOf(id, 'waiting');
 
     const nothing = await stepwise(['executions', 'bulk-retry', '--tag', tag, '--yes']);
@@ -705,7 +705,7 @@ describe('stepwise operator errors and connection', () => {
         runStepwise(['executions', 'list', '--url', url, '--token', 'not-it'], { env: { STEPWISE_TOKEN: 'op-secret' } }),
       ]);
       expect(flag).toMatchObject({ code: 0, stdout: 'no executions\n', stderr: '' });
-      expect(JSON.parse(env.stdout)).toEqual({ executions: [], total: 0, limit: 50, offset: 0 });
+      expect(JSON.parse(env.stdout)).toEqual({ executions: [], total: 0, limit: 50, offset: 0, next_cursor: null });
       const refused = 'stepwise: 401 unauthorized: a valid bearer token is required (set --token or STEPWISE_TOKEN)\n';
       expect(none).toMatchObject({ code: 1, stdout: '', stderr: refused });
       expect(wrong).toMatchObject({ code: 1, stdout: '', stderr: refused }); // the flag wins over the environment

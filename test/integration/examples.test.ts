@@ -152,7 +152,7 @@ describe('the example tasks', () => {
       task_version: '2',
       previous_task_version: '2',
     });
-    expect((await post('/api/v1/executions/bulk-upgrade', { task: 'fulfil-order', task_version: '1', version: '2' })).body).toEqual({ matched: 0, changed: 0 });
+    expect((await post('/api/v1/executions/bulk-upgrade', { task: 'fulfil-order', task_version: '1', version: '2' })).body).toEqual({ matched: 0, changed: 0, next_cursor: null });
     await api.client.sendEvent(order.execution_id, 'approval', { approved: true });
     expect(await api.client.wait(order.execution_id, { deadlineMs: 15_000 })).toMatchObject({ status: 'completed', output: { shipped: 'A-7', approved: true } });
     expect((await api.client.listTasks()).find((t) => t.name === 'fulfil-order')?.versions).toEqual([

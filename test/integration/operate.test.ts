@@ -238,8 +238,8 @@ describe('operator metrics', () => {
     await finished(id);
     await api.client.pauseTask(quick.name);
     const parked = [await schedule(quick.name), await schedule(quick.name)];
-    expect(await api.client.bulkCancel({ task: quick.name, status: 'pending' })).toEqual({ matched: 2, changed: 2 });
-    expect(await api.client.bulkRetry({ task: quick.name, status: 'cancelled' })).toEqual({ matched: 2, changed: 2 });
+    expect(await api.client.bulkCancel({ task: quick.name, status: 'pending' })).toEqual({ matched: 2, changed: 2, next_cursor: null });
+    expect(await api.client.bulkRetry({ task: quick.name, status: 'cancelled' })).toEqual({ matched: 2, changed: 2, next_cursor: null });
     await api.client.resumeTask(quick.name);
     for (const parkedId of parked) await finished(parkedId);
     const after = await read();
@@ -261,10 +261,10 @@ describe('bulk actions', () => {
     try {
       const ids = [];
       for (let i = 0; i < 5; i++) ids.push(await schedule(sleepy.name));
-      expect(await api.client.bulkCancel({ task: sleepy.name, limit: 3 })).toEqual({ matched: 3, changed: 3 });
-      expect(await api.client.bulkCancel({ task: sleepy.name })).toEqual({ matched: 2, changed: 2 });
-      expect(await api.client.bulkCancel({ task: sleepy.name, status: 'completed' })).toEqual({ matched: 0, changed: 0 });
-      expect(await api.client.bulkRetry({ task: sleepy.name, status: 'cancelled' })).toEqual({ matched: 5, changed: 5 });
+      expect(await api.client.bulkCancel({ task: sleepy.name, limit: 3 })).toEqual({ matched: 3, changed: 3, next_cursor: null });
+      expect(await api.client.bulkCancel({ task: sleepy.name })).toEqual({ matched: 2, changed: 2, next_cursor: null });
+      expect(await api.client.bulkCancel({ task: sleepy.name, status: 'completed' })).toEqual({ matched: 0, changed: 0, next_cursor: null });
+      expect(await api.client.bulkRetry({ task: sleepy.name, status: 'cancelled' })).toEqual({ matched: 5, changed: 5, next_cursor: null });
       for (const id of ids) expect((await api.client.get(id)).status).toBe('pending');
     } finally {
       await api.client.resumeTask(sleepy.name);

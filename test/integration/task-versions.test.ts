@@ -192,7 +192,7 @@ describe('versions pin executions', () => {
     expect((await post('/api/v1/executions/bulk-upgrade', { task, version: '5', task_version: '1' })).body).toMatchObject({ error: { code: 'task_version_not_served' } });
     const result = await post('/api/v1/executions/bulk-upgrade', { task, version: '2', task_version: '1' });
     expect(result.status).toBe(200);
-    expect(result.body).toEqual({ matched: 3, changed: 3 });
+    expect(result.body).toEqual({ matched: 3, changed: 3, next_cursor: null });
     expect((await post('/api/v1/executions/bulk-upgrade', { task })).status).toBe(422);
 
     for (const o of olds) await api.client.sendEvent(o.execution_id, 'go');

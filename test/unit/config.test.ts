@@ -124,4 +124,20 @@ describe('configuration', () => {
     const embedded = 'postgres://postgres:postgres@127.0.0.1:54329/stepwise';
     expect(listenUrlOf(loadConfig({ env: { STEPWISE_LISTEN_URL: direct } }), embedded)).toBe(embedded);
   });
+  test('database timeouts: production defaults, from the environment, and they must nest', () => {
+    expect(loadConfig({ env: {} }).db).toMatchObject({ acquireTimeoutMs: 5000, connectTimeoutMs: 5000, statementTimeoutMs: 15000, idleInTransactionTimeoutMs: 10000, queryTimeoutMs: 20000, keepAliveDelayMs: 10000 });
+    const env = { STEPWISE_DB_STATEMENT_TIMEOUT_MS: '1000', STEPWISE_DB_QUERY_TIMEOUT_MS: '1500', STEPWISE_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: '1000', STEPWISE_DB_CONNECT_TIMEOUT_MS: '700', STEPWISE_DB_ACQUIRE_TIMEOUT_MS: '800' };
+    expect(loadConfig({ env }).db).toMatchObject({ statementTimeoutMs: 1000, queryTimeoutMs: 1500, idleInTransactionTimeoutMs: 1000, connectTimeoutMs: 700, acquireTimeoutMs: 800 });
+    // The server's statement_timeout must fire before the client gives a silent statement up.
+    expect(() => loadConfig({ env: { STEPWISE_DB_STATEMENT_TIMEOUT_MS: '20000' } })).toThrow(/queryTimeoutMs \(20000\) must be longer than db.statementTimeoutMs \(20000\)/);
+    // A lost COMMIT must find its session ended before the client gives up.
+    expect(() => loadConfig({ env: { STEPWISE_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: '30000' } })).toThrow(/idleInTransactionTimeoutMs \(30000\) must be set and at most db.queryTimeoutMs/);
+    expect(loadConfig({ env: { STEPWISE_DB_QUERY_TIMEOUT_MS: '0', STEPWISE_DB_STATEMENT_TIMEOUT_MS: '0' } }).db).toMatchObject({ queryTimeoutMs: 0, statementTimeoutMs: 0 });
+  });
+
+  test('list and bulk bounds: 10,000 offset, batches of 100 within 5 s, from the environment', () => {
+    expect(loadConfig({ env: {} }).http).toMatchObject({ listMaxOffset: 10000, bulkBatchSize: 100, bulkBudgetMs: 5000 });
+    expect(loadConfig({ env: { STEPWISE_LIST_MAX_OFFSET: '50', STEPWISE_BULK_BATCH_SIZE: '10', STEPWISE_BULK_BUDGET_MS: '0' } }).http).toMatchObject({ listMaxOffset: 50, bulkBatchSize: 10, bulkBudgetMs: 0 });
+    expect(() => loadConfig({ env: { STEPWISE_BULK_BATCH_SIZE: '0' } })).toThrow(/bulkBatchSize must be >= 1/);
+  });
 });
