@@ -327,7 +327,7 @@ describe('the deliverer', () => {
         return items[0].attempts === 1 ? items : undefined;
       }, 'one attempt');
       expect(item.status).toBe('pending');
-      expect(item.log[0]).toMatchObject({ statusCode: null, error: expect.stringMatching(/^refused target: hooks\.rebind\.test resolves to 169\.254\.169\.254, a cloud metadata address/) });
+      expect(item.log[0]).toMatchObject({ statusCode: null, error: expect.stringMatching(/^refused target: hooks\.rebind\.test resolves to a cloud metadata address/) });
     } finally {
       await d.stop();
     }
